@@ -1,0 +1,18 @@
+"""The guest component's entry point (componentize-py app module).
+
+Its top level runs once, at build time: the stdlib imports and setup below are
+captured in the pre-initialized snapshot every run starts from.
+"""
+
+import wit_world
+
+import codemode._prelude  # noqa: F401 - imported for the snapshot
+from codemode import _loop, _restrict, _runner
+
+_loop.install()
+_restrict.install()
+
+
+class WitWorld(wit_world.WitWorld):
+    def run(self, code: str, options_json: str) -> str:
+        return _runner.run_to_json(code, options_json)

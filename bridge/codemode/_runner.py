@@ -1,0 +1,177 @@
+"""Runs one piece of agent code and reports what happened, as JSON for the host.
+
+The report is the guest's half of the run result: ``ok``, ``data_json`` (the result
+value), ``error`` and ``diagnostics``. Logs, limits and metrics are the host's half.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import builtins
+import inspect
+import json
+import linecache
+import random
+import sys
+import traceback
+from typing import Any
+
+from codemode import _jsonable, _loop, errors
+from codemode._restrict import hint_for
+
+FILENAME = "<sandbox>"
+_LAST_VALUE = "__codemode_last_value__"
+_MAX_FRAMES = 5
+_DEFAULT_MAX_RESULT_BYTES = 1 << 20
+
+_HINTS = {
+    "SYNTAX_ERROR": "Fix the syntax at the line shown; the code must be a Python 3.14 module.",
+    "UNCAUGHT_EXCEPTION": "Handle the exception or fix the code at the last frame shown.",
+    "IMPORT_FAILURE": "Only the standard library and codemode/servers.* exist in the sandbox.",
+    "RECURSION": "Recursion went too deep: use a loop or an explicit stack.",
+    "MEMORY": "The run hit its memory limit: process less data at a time or ask for a higher memory_mb.",
+    "RESULT_NOT_JSON": "Return only JSON values (dict, list, str, int, float, bool, None).",
+    "RESULT_TOO_LARGE": "Return a smaller result: aggregate, filter or truncate before returning.",
+}
+
+
+def run_to_json(code: str, options_json: str) -> str:
+    """The `run` export: never raises, always returns a JSON report."""
+    try:
+        options = json.loads(options_json or "{}")
+    except ValueError:
+        options = {}
+    report = _Run(code, options).execute()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - code may have replaced the stream; its loss
+            pass
+    return json.dumps(report, ensure_ascii=False, separators=(",", ":"))
+
+
+class _Run:
+    def __init__(self, code: str, options: dict[str, Any]) -> None:
+        self.code = code
+        self.max_result_bytes = int(options.get("max_result_bytes", _DEFAULT_MAX_RESULT_BYTES))
+        self.diagnostics: list[dict[str, Any]] = []
+        self.error: dict[str, Any] | None = None
+
+    def execute(self) -> dict[str, Any]:
+        random.seed()  # the pre-init snapshot would otherwise replay one sequence every run
+        linecache.cache[FILENAME] = (len(self.code), None, self.code.splitlines(True), FILENAME)
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        try:
+            code_object = self._compile()
+        except SyntaxError as exc:
+            return self._syntax_error(exc)
+        try:
+            self._execute(code_object, namespace)
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                self._fail(exc, "UNCAUGHT_EXCEPTION", f"SystemExit({exc.code!r})")
+        except BaseException as exc:  # noqa: BLE001 - every failure of agent code is reported
+            self._classify(exc)
+        if self.error is not None:
+            return self._report(None)
+        return self._report(self._result_value(namespace))
+
+    def _compile(self) -> Any:
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        tree = compile(self.code, FILENAME, "exec", flags=flags | ast.PyCF_ONLY_AST, dont_inherit=True)
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = tree.body[-1]
+            tree.body[-1] = ast.copy_location(
+                ast.Assign(targets=[ast.Name(_LAST_VALUE, ast.Store())], value=last.value), last
+            )
+            ast.fix_missing_locations(tree)
+        return compile(tree, FILENAME, "exec", flags=flags, dont_inherit=True)
+
+    def _execute(self, code_object: Any, namespace: dict[str, Any]) -> None:
+        outcome = eval(code_object, namespace)  # noqa: S307 - running agent code is the point
+        if inspect.iscoroutine(outcome):
+            loop = _loop.SandboxEventLoop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(outcome)
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+
+    def _result_value(self, namespace: dict[str, Any]) -> Any:
+        if "result" in namespace:
+            return namespace["result"]
+        return namespace.get(_LAST_VALUE)
+
+    def _report(self, value: Any) -> dict[str, Any]:
+        report: dict[str, Any] = {"ok": self.error is None, "diagnostics": self.diagnostics}
+        if self.error is not None:
+            report["error"] = self.error
+            return report
+        notes: list[str] = []
+        try:
+            data_json = _jsonable.dumps(_jsonable.to_jsonable(value, notes))
+        except MemoryError:
+            self._limit("memory", "The result did not fit in memory.", "MEMORY")
+            return self._report(None)
+        for note in notes[:20]:
+            self._diagnose("warning", "RESULT_NOT_JSON", note, _HINTS["RESULT_NOT_JSON"])
+        size = len(data_json.encode("utf-8"))
+        if size > self.max_result_bytes:
+            self._limit(
+                "result_bytes",
+                f"The result is {size} bytes of JSON; the limit is {self.max_result_bytes}.",
+                "RESULT_TOO_LARGE",
+            )
+            return self._report(None)
+        report["data_json"] = data_json
+        return report
+
+    def _syntax_error(self, exc: SyntaxError) -> dict[str, Any]:
+        message = f"{exc.msg} (line {exc.lineno})"
+        self.error = {"type": "SyntaxError", "message": message, "retryable": False}
+        self._diagnose(
+            "error", "SYNTAX_ERROR", message, _HINTS["SYNTAX_ERROR"],
+            error_class="SyntaxError", line=exc.lineno, column=exc.offset,
+        )
+        return self._report(None)
+
+    def _classify(self, exc: BaseException) -> None:
+        if isinstance(exc, errors.SandboxLimitError):
+            self.error = {"type": "SandboxLimitError", "message": str(exc), "retryable": False}
+            self._diagnose("error", "SANDBOX_LIMIT", str(exc), exc.hint, error_class="SandboxLimitError",
+                           limit=exc.detail.get("limit"))
+        elif isinstance(exc, MemoryError):
+            self._limit("memory", "The run ran out of memory (MemoryError).", "MEMORY")
+        elif isinstance(exc, ImportError):
+            hint = getattr(exc, "hint", None) or hint_for(exc.name) or _HINTS["IMPORT_FAILURE"]
+            self._fail(exc, "IMPORT_FAILURE", hint=hint)
+        elif isinstance(exc, RecursionError):
+            self._fail(exc, "UNCAUGHT_EXCEPTION", hint=_HINTS["RECURSION"])
+        else:
+            self._fail(exc, "UNCAUGHT_EXCEPTION", hint=getattr(exc, "hint", None))
+
+    def _fail(self, exc: BaseException, code: str, message: str | None = None, hint: str | None = None) -> None:
+        message = message or "".join(traceback.format_exception_only(exc)).strip()
+        self.error = {"type": type(exc).__name__, "message": str(exc) or message, "retryable": False}
+        frames = [
+            {"line": frame.lineno, "function": frame.name, "text": (frame.line or "").strip()}
+            for frame in traceback.extract_tb(exc.__traceback__)
+            if frame.filename == FILENAME
+        ][-_MAX_FRAMES:]
+        line = frames[-1]["line"] if frames else None
+        self._diagnose("error", code, message, hint or _HINTS[code], error_class=type(exc).__name__,
+                       line=line, frames=frames)
+
+    def _limit(self, limit: str, message: str, hint_key: str) -> None:
+        self.error = {"type": "SandboxLimitError", "message": message, "retryable": False}
+        self._diagnose("error", "SANDBOX_LIMIT", message, _HINTS[hint_key], error_class="SandboxLimitError",
+                       limit=limit)
+
+    def _diagnose(self, severity: str, code: str, message: str, hint: str | None, **extra: Any) -> None:
+        entry: dict[str, Any] = {"severity": severity, "code": code, "message": message}
+        if hint:
+            entry["hint"] = hint
+        entry.update({key: value for key, value in extra.items() if value is not None})
+        self.diagnostics.append(entry)

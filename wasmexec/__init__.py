@@ -1,0 +1,66 @@
+"""wasmexec: run untrusted Python in a WebAssembly sandbox and let it call MCP tools.
+
+    from wasmexec import Limits, Sandbox
+
+    with Sandbox(Limits(timeout_ms=5_000)) as sandbox:
+        result = sandbox.run_sync("result = sum(range(10))")
+    print(result["result"])   # {'ok': True, 'data': 45, 'metrics': {...}}
+
+Names are imported on first use, so ``wasmexec run`` starts without loading what a
+plain run does not need.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from wasmexec._version import __version__
+
+if TYPE_CHECKING:
+    from wasmexec._envelope import RunResult, run_result_json_schema, validate_run_result
+    from wasmexec._exceptions import BuildError, SandboxError, WasmexecError
+    from wasmexec._limits import Limits
+    from wasmexec._redact import Redactor
+    from wasmexec._runtime import Runtime
+    from wasmexec._sandbox import Sandbox
+
+__all__ = [
+    "BuildError",
+    "Limits",
+    "Redactor",
+    "RunResult",
+    "Runtime",
+    "Sandbox",
+    "SandboxError",
+    "WasmexecError",
+    "__version__",
+    "run_result_json_schema",
+    "validate_run_result",
+]
+
+_HOMES = {
+    "BuildError": "_exceptions",
+    "Limits": "_limits",
+    "Redactor": "_redact",
+    "RunResult": "_envelope",
+    "Runtime": "_runtime",
+    "Sandbox": "_sandbox",
+    "SandboxError": "_exceptions",
+    "WasmexecError": "_exceptions",
+    "run_result_json_schema": "_envelope",
+    "validate_run_result": "_envelope",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'wasmexec' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"wasmexec.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

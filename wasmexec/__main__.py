@@ -1,0 +1,5 @@
+import sys
+
+from wasmexec._cli import main
+
+sys.exit(main())

@@ -1,0 +1,166 @@
+"""The `wasmexec` command line. The only place that reads environment variables.
+
+Exit codes: 0 the run succeeded, 1 the code failed (the JSON says why), 2 usage
+error, 3 the sandbox itself could not be built or loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from wasmexec._version import __version__
+
+EXIT_OK, EXIT_CODE_FAILED, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 3
+CACHE_DIR_ENV = "WASMEXEC_CACHE_DIR"
+
+
+def _int_option(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wasmexec", description="Run untrusted Python in a WebAssembly sandbox.")
+    parser.add_argument("--version", action="version", version=f"wasmexec {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run Python code and print one JSON result line",
+                              description="Run Python code in a fresh sandbox; print the run result as one JSON line.")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("file", nargs="?", help="a Python file, or - for standard input")
+    source.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
+    run.add_argument("--timeout-ms", type=_int_option(1), help="wall-clock limit (default 30000)")
+    run.add_argument("--memory-mb", type=_int_option(1), help="memory limit in MiB (default 256)")
+    fuel = run.add_mutually_exclusive_group()
+    fuel.add_argument("--fuel", type=_int_option(1), help="instruction budget (default: large)")
+    fuel.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (faster CPU-bound code)")
+    run.add_argument("--max-log-bytes", type=_int_option(0), help="cap of stdout and of stderr, in bytes")
+    run.add_argument("--max-result-bytes", type=_int_option(0), help="cap of the result as JSON (default 4 MiB)")
+    _add_cache_dir(run)
+
+    build = commands.add_parser("build", help="build and compile the sandbox component now",
+                                description="Build and compile the sandbox component (otherwise done on first use).")
+    build.add_argument("--output", type=Path, metavar="DIR",
+                       help="also write a self-contained artifact directory to ship read-only")
+    _add_cache_dir(build)
+
+    commands.add_parser("schema", help="print the JSON Schema of the run result")
+    return parser
+
+
+def _add_cache_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+                        help=f"where compiled artifacts are kept (env {CACHE_DIR_ENV}; default ~/.cache/wasmexec)")
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _runtime(args: argparse.Namespace) -> Any:
+    from wasmexec._runtime import Runtime  # noqa: PLC0415 - keeps `--help` and usage errors fast
+
+    cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
+    return Runtime(cache_dir, progress=_progress)
+
+
+def _read_code(args: argparse.Namespace) -> str:
+    if args.code is not None:
+        return str(args.code)
+    try:
+        if args.file == "-":
+            return sys.stdin.buffer.read().decode("utf-8")
+        return Path(args.file).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise _UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise _UsageError(f"{args.file} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    from wasmexec._limits import Limits  # noqa: PLC0415
+
+    changes: dict[str, int | None] = {}
+    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes"):
+        if getattr(args, option) is not None:
+            changes[option] = getattr(args, option)
+    if args.no_fuel:
+        changes["fuel"] = None
+    if args.max_log_bytes is not None:
+        changes["max_stdout_bytes"] = changes["max_stderr_bytes"] = args.max_log_bytes
+    try:
+        return Limits().replace(**changes)
+    except ValueError as exc:
+        raise _UsageError(str(exc)) from None
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    from wasmexec._hostcalls import NoTools  # noqa: PLC0415
+    from wasmexec._redact import Redactor  # noqa: PLC0415
+    from wasmexec._run import execute  # noqa: PLC0415
+
+    code, limits = _read_code(args), _limits(args)
+    result, _ = execute(_runtime(args), code, limits, NoTools(), Redactor())
+    sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+    return EXIT_OK if result["result"]["ok"] else EXIT_CODE_FAILED
+
+
+def _command_build(args: argparse.Namespace) -> int:
+    runtime = _runtime(args)
+    written = runtime.build(args.output)
+    _progress(f"wasmexec: sandbox image {runtime.sandbox_image}")
+    for path in written:
+        _progress(f"wasmexec: wrote {path}")
+    if args.output is not None:
+        _progress(f"wasmexec: ship {args.output} and run with --cache-dir {args.output} (read-only is fine)")
+    return EXIT_OK
+
+
+def _command_schema(args: argparse.Namespace) -> int:
+    from wasmexec._envelope import run_result_json_schema  # noqa: PLC0415
+
+    print(json.dumps(run_result_json_schema(), indent=2))
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    warnings.showwarning = _show_warning
+    from wasmexec._exceptions import WasmexecError  # noqa: PLC0415
+
+    handlers = {"run": _command_run, "build": _command_build, "schema": _command_schema}
+    try:
+        return handlers[args.command](args)
+    except _UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"wasmexec: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except WasmexecError as exc:
+        print(f"wasmexec: error: {exc}", file=sys.stderr)
+        return EXIT_SANDBOX
+    except KeyboardInterrupt:
+        return 130

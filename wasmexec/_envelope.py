@@ -1,0 +1,135 @@
+"""The run result: one JSON object per run (CLI stdout line, MCP structuredContent).
+
+The shapes are TypedDicts so that building a result costs no more than building a
+dict (a plain ``wasmexec run`` never imports pydantic); pydantic validates them and
+exports their JSON Schema (`run_result_json_schema`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from typing_extensions import NotRequired, TypedDict
+
+LogLevel = Literal["debug", "log", "warn", "error"]
+Severity = Literal["error", "warning", "info"]
+ApprovalState = Literal["NOT_REQUIRED", "APPROVED", "DENIED"]
+LimitName = Literal[
+    "timeout", "memory", "fuel", "stack", "result_bytes", "tool_calls", "payload_bytes", "cancelled"
+]
+
+
+class LogEntry(TypedDict):
+    """One line the code wrote: stdout is ``log``, stderr is ``error``."""
+
+    level: LogLevel
+    message: str
+    time_ms: float
+    """Milliseconds since the run started."""
+
+
+class Frame(TypedDict):
+    """One traceback frame inside the sandboxed code."""
+
+    line: int
+    function: str
+    text: str
+
+
+class Diagnostic(TypedDict):
+    """Something worth knowing about the run, with a one-line hint."""
+
+    severity: Severity
+    code: str
+    """SYNTAX_ERROR, UNCAUGHT_EXCEPTION, IMPORT_FAILURE, SANDBOX_LIMIT, RESULT_NOT_JSON, LOGS_TRUNCATED, ..."""
+    message: str
+    hint: NotRequired[str]
+    path: NotRequired[str]
+    error_class: NotRequired[str]
+    line: NotRequired[int]
+    column: NotRequired[int]
+    frames: NotRequired[list[Frame]]
+    limit: NotRequired[LimitName]
+    """For SANDBOX_LIMIT: which limit fired."""
+
+
+class Metrics(TypedDict):
+    duration_ms: float
+    fuel_used: int | None
+    """Instructions metered by wasmtime fuel; None when fuel metering is off."""
+    memory_peak_bytes: int | None
+    """Peak linear memory of the sandbox; None where the runtime cannot report it."""
+    tool_calls: int
+
+
+class ErrorInfo(TypedDict):
+    type: str
+    """The exception class, e.g. ZeroDivisionError or SandboxLimitError."""
+    message: str
+    retryable: bool
+
+
+class Success(TypedDict):
+    ok: Literal[True]
+    data: Any
+    metrics: Metrics
+
+
+class Failure(TypedDict):
+    ok: Literal[False]
+    error: ErrorInfo
+    metrics: Metrics
+
+
+class ToolTraceEntry(TypedDict):
+    """One tool call; never its arguments or result."""
+
+    server_id: str
+    tool_name: str
+    duration_ms: float
+    ok: bool
+    error: NotRequired[str]
+
+
+class RunResult(TypedDict):
+    """Everything one run returns."""
+
+    run_id: str
+    trace_id: str
+    tool_name: str
+    tool_version: str
+    input_digest: str
+    """sha256 of the code, as ``sha256:<hex>``."""
+    output_digest: str
+    """sha256 of the JSON of ``result``."""
+    sandbox_image: str
+    """sha256 of the guest component the code ran in."""
+    duration_ms: float
+    approval_state: ApprovalState
+    result: Success | Failure
+    logs: list[LogEntry]
+    diagnostics: list[Diagnostic]
+    tool_trace: list[ToolTraceEntry]
+
+
+def run_result_json_schema() -> dict[str, Any]:
+    """The JSON Schema of `RunResult` (the MCP tool's outputSchema)."""
+    return _adapter().json_schema()
+
+
+def validate_run_result(value: Any) -> RunResult:
+    """Checks a value against `RunResult`; raises pydantic.ValidationError when it does not fit."""
+    result: RunResult = _adapter().validate_python(value, strict=True)
+    return result
+
+
+def _adapter() -> Any:
+    from pydantic import TypeAdapter  # noqa: PLC0415 - costly import kept off the run path
+
+    global _ADAPTER
+    if _ADAPTER is None:
+        _ADAPTER = TypeAdapter(RunResult)
+    return _ADAPTER
+
+
+_ADAPTER: Any = None

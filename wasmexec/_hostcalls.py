@@ -1,0 +1,229 @@
+"""The host side of the WIT `host` interface, and the state of one run that it needs.
+
+The functions are registered on the linker once per engine. wasmtime calls them
+on the thread that is running the guest, so the current run is found through a
+thread-local (`bind`). They never raise into wasm: failures go back as WIT
+``host-error`` values.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from wasmtime.component import Record, Variant
+
+from wasmexec._envelope import LimitName, ToolTraceEntry
+from wasmexec._limits import Limits
+
+#: The largest JSON payload a single host call accepts or returns; bigger is a limit error.
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+
+INTERFACE = "wasmexec:sandbox/host@0.1.0"
+
+
+class HostCallError(Exception):
+    """A host call failed; becomes a WIT ``host-error`` (kind, message, hint, detail)."""
+
+    def __init__(self, kind: str, message: str, hint: str = "", **detail: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+
+
+class ToolHost(Protocol):
+    """What answers the guest's catalog queries and tool calls (the broker)."""
+
+    def catalog(self, run: RunState, op: str, request: Any) -> Any:
+        """Answers a discovery query; raises HostCallError."""
+
+    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+        """Starts a call and later reports it with `run.complete(handle, ...)`; raises HostCallError."""
+
+
+class NoTools:
+    """The tool host of a sandbox with no MCP servers configured."""
+
+    def catalog(self, run: RunState, op: str, request: Any) -> Any:
+        if op == "list_servers":
+            return []
+        raise HostCallError(
+            "not-found", "no MCP servers are configured", "Configure servers on the host (--config).", what="server"
+        )
+
+    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+        self.catalog(run, "get_server", {"server_id": server_id})
+
+
+@dataclass
+class RunState:
+    """What the host knows about one running guest; shared with the broker's threads."""
+
+    limits: Limits
+    tools: ToolHost
+    run_id: str
+    started: float = field(default_factory=time.monotonic)
+    stop_reason: LimitName | None = None
+    tool_calls: int = 0
+    tool_trace: list[ToolTraceEntry] = field(default_factory=list)
+    _outcomes: dict[int, Any] = field(default_factory=dict)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _handles: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+
+    @property
+    def deadline(self) -> float:
+        return self.started + self.limits.timeout_ms / 1000
+
+    def remaining(self) -> float:
+        """Seconds left until the deadline (never negative)."""
+        return max(0.0, self.deadline - time.monotonic())
+
+    def should_stop(self) -> str | None:
+        """The epoch callback's question: a reason to stop now, or None."""
+        if self.stop_reason is None and time.monotonic() >= self.deadline:
+            self.stop_reason = "timeout"
+        return self.stop_reason
+
+    def stop(self, reason: LimitName) -> None:
+        """Asks the run to stop (cancellation); wakes a guest blocked in `wait`."""
+        with self._changed:
+            if self.stop_reason is None:
+                self.stop_reason = reason
+            self._changed.notify_all()
+
+    def new_handle(self) -> int:
+        with self._changed:
+            handle = next(self._handles)
+            self._outcomes[handle] = None
+            return handle
+
+    def complete(self, handle: int, outcome: str | HostCallError) -> None:
+        """Records a call's outcome (JSON text or an error), from any thread."""
+        with self._changed:
+            if handle in self._outcomes and self._outcomes[handle] is None:
+                self._outcomes[handle] = outcome
+                self._changed.notify_all()
+
+    def wait(self, handles: list[int], timeout_s: float) -> list[tuple[int, str | HostCallError]]:
+        """Blocks until one of `handles` completes, the timeout, the deadline or a stop."""
+        until = time.monotonic() + min(timeout_s, self.remaining())
+        with self._changed:
+            while True:
+                ready = [(h, self._take(h)) for h in handles if self._outcomes.get(h, "") is not None]
+                if ready or self.should_stop():
+                    return ready
+                left = until - time.monotonic()
+                if left <= 0:
+                    return []
+                self._changed.wait(left)
+
+    def _take(self, handle: int) -> str | HostCallError:
+        if handle not in self._outcomes:
+            return HostCallError("not-found", f"no pending call with handle {handle}")
+        return self._outcomes.pop(handle)  # type: ignore[no-any-return]
+
+
+_local = threading.local()
+
+
+@contextmanager
+def bind(run: RunState) -> Iterator[None]:
+    """Makes `run` the current run of this thread while the guest executes."""
+    _local.run = run
+    try:
+        yield
+    finally:
+        _local.run = None
+
+
+def _current() -> RunState:
+    run: RunState | None = getattr(_local, "run", None)
+    if run is None:
+        raise HostCallError("internal", "host call outside of a run")
+    return run
+
+
+def _record(**fields: Any) -> Record:
+    record = Record()
+    for name, value in fields.items():
+        setattr(record, name.replace("_", "-"), value)
+    return record
+
+
+def _error_value(error: HostCallError) -> Record:
+    return _record(kind=error.kind, message=error.message, hint=error.hint,
+                   detail_json=json.dumps(error.detail) if error.detail else "")
+
+
+def _decode(payload: str, what: str) -> Any:
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise HostCallError("limit-exceeded", f"{what} is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
+                            "Send less data per call.", limit="payload_bytes")
+    try:
+        return json.loads(payload)
+    except ValueError as exc:
+        raise HostCallError("invalid-argument", f"{what} is not valid JSON: {exc}") from None
+
+
+def _encode(value: Any, what: str) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if len(text) > MAX_PAYLOAD_BYTES:
+        raise HostCallError("limit-exceeded", f"{what} is {len(text)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
+                            "Ask for less (filter, paginate, lower detail).", limit="payload_bytes")
+    return text
+
+
+def host_catalog(store: Any, op: str, request_json: str) -> Variant:
+    try:
+        run = _current()
+        return Variant("ok", _encode(run.tools.catalog(run, op, _decode(request_json, "the request")), "the answer"))
+    except HostCallError as error:
+        return Variant("err", _error_value(error))
+    except Exception as exc:  # noqa: BLE001 - never raise into wasm
+        return Variant("err", _error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
+
+
+def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: str) -> Variant:
+    try:
+        run = _current()
+        arguments = _decode(arguments_json, "the arguments")
+        if run.tool_calls >= run.limits.max_tool_calls:
+            raise HostCallError("limit-exceeded", f"this run may make at most {run.limits.max_tool_calls} tool calls",
+                                "Make fewer calls per run (batch, filter, or split the work).", limit="tool_calls")
+        run.tool_calls += 1
+        handle = run.new_handle()
+        run.tools.start_call(run, handle, server_id, tool_name, arguments)
+        return Variant("ok", handle)
+    except HostCallError as error:
+        return Variant("err", _error_value(error))
+    except Exception as exc:  # noqa: BLE001 - never raise into wasm
+        return Variant("err", _error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
+
+
+def host_wait(store: Any, handles: list[int], timeout_ms: int) -> list[Record]:
+    try:
+        ready = _current().wait(list(handles), timeout_ms / 1000)
+    except Exception as exc:  # noqa: BLE001 - never raise into wasm
+        error = HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")
+        return [_record(handle=h, outcome=Variant("err", _error_value(error))) for h in handles]
+    return [
+        _record(handle=handle, outcome=Variant("err", _error_value(outcome)) if isinstance(outcome, HostCallError)
+                else Variant("ok", outcome))
+        for handle, outcome in ready
+    ]
+
+
+def register(linker: Any) -> None:
+    """Adds the host interface to a component linker."""
+    with linker.root() as root, root.add_instance(INTERFACE) as instance:
+        instance.add_func("catalog", host_catalog)
+        instance.add_func("start-call", host_start_call)
+        instance.add_func("wait", host_wait)

@@ -1,0 +1,219 @@
+"""One run: a fresh Store and instance, limits, the guest call, and the run result."""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import queue
+import threading
+import time
+import uuid
+from typing import Any
+
+from wasmtime import Store, Trap, WasiConfig, WasmtimeError
+
+from wasmexec import _epoch, _hostcalls
+from wasmexec._envelope import Diagnostic, ErrorInfo, LimitName, Metrics, RunResult
+from wasmexec._hostcalls import RunState, ToolHost
+from wasmexec._limits import Limits
+from wasmexec._output import OutputCapture
+from wasmexec._redact import Redactor
+from wasmexec._runtime import Runtime
+from wasmexec._version import __version__
+
+TOOL_NAME = "run_python"
+
+_LIMIT_MESSAGES: dict[str, tuple[str, str]] = {
+    "timeout": ("The run hit its wall-clock limit of {timeout_ms} ms.",
+                "Do less work per run, avoid long sleeps, or ask for a higher timeout_ms."),
+    "fuel": ("The run used up its fuel budget of {fuel} instructions.",
+             "Do less work per run, or ask for a higher fuel budget."),
+    "memory": ("The run needs more than its memory limit of {memory_mb} MiB.",
+               "Process less data at a time, or ask for a higher memory_mb."),
+    "stack": ("The run overflowed the sandbox's call stack.",
+              "Recursion went too deep: use a loop or an explicit stack."),
+    "cancelled": ("The run was cancelled.", "Run it again if it is still wanted."),
+    "result_bytes": ("The result is larger than {max_result_bytes} bytes of JSON.",
+                     "Return a smaller result: aggregate, filter or truncate before returning."),
+}
+
+
+class _StoreReaper:
+    """Drops finished stores off the caller's path: teardown grows with the memory a run touched.
+
+    Stores left at interpreter exit are closed by an atexit hook: a store dropped during
+    finalization would call back into a dying interpreter from wasmtime's threads.
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Store] = queue.SimpleQueue()
+        self._closing = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._started = threading.Lock()
+
+    def drop(self, store: Store) -> None:
+        with self._started:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="wasmexec-reaper", daemon=True)
+                self._thread.start()
+                atexit.register(self.drain)
+        self._queue.put(store)
+
+    def drain(self) -> None:
+        """Closes every queued store now (and waits for one being closed)."""
+        with self._closing:
+            while not self._queue.empty():
+                self._queue.get().close()
+
+    def _loop(self) -> None:
+        while True:
+            store = self._queue.get()
+            with self._closing:
+                store.close()
+
+
+_reaper = _StoreReaper()
+
+
+def execute(
+    runtime: Runtime, code: str, limits: Limits, tools: ToolHost, redactor: Redactor, state: RunState | None = None
+) -> tuple[RunResult, int]:
+    """Runs `code` once in a fresh sandbox; returns the run result and how many secrets were redacted."""
+    state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
+    prepared = runtime.prepare(limits.fuel is not None)
+    state.started = time.monotonic()  # the clock starts now, not while the component was loading
+    output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started)
+    store = Store(prepared.engine)
+    wasi = WasiConfig()  # empty: no files, env, args, network; stdin reads as empty
+    wasi.stdout_custom = output.stdout.write
+    wasi.stderr_custom = output.stderr.write
+    store.set_wasi(wasi)
+    store.set_limits(memory_size=limits.memory_bytes)
+    if limits.fuel is not None:
+        store.set_fuel(limits.fuel)
+    _epoch.watch_store(store, state.should_stop)
+    options = json.dumps({"max_result_bytes": limits.max_result_bytes})
+    report: dict[str, Any] | None = None
+    fault: Exception | None = None
+    with prepared.ticker, _hostcalls.bind(state):
+        try:
+            instance = prepared.linker.instantiate(store, prepared.component)
+            run = instance.get_func(store, "run")
+            assert run is not None, "the guest component exports no `run`"
+            report = _parse_report(run(store, code, options), limits)
+        except (Trap, WasmtimeError) as exc:
+            fault = exc
+    fuel_used = limits.fuel - store.get_fuel() if limits.fuel is not None else None
+    _reaper.drop(store)
+    builder = _ResultBuilder(state, runtime.sandbox_image, code, limits)
+    if fault is not None:
+        builder.fail_with_limit(_classify_fault(fault, state, limits, fuel_used))
+    elif report is not None:
+        builder.take_report(report)
+    logs = output.finish()
+    if output.truncated:
+        builder.diagnostics.append({"severity": "warning", "code": "LOGS_TRUNCATED",
+                                    "message": "Output over the log limits was dropped.",
+                                    "hint": "Print less, or summarize before printing."})
+    return builder.finish(logs, fuel_used, redactor)
+
+
+def _parse_report(text: str, limits: Limits) -> dict[str, Any]:
+    if len(text) > limits.max_result_bytes + 1024 * 1024:
+        return {"ok": False, "limit": "result_bytes"}
+    try:
+        report = json.loads(text)
+    except ValueError:
+        report = None
+    if not isinstance(report, dict) or not isinstance(report.get("ok"), bool):
+        return {"ok": False, "error": {"type": "SandboxError", "message": "the guest returned an unreadable report",
+                                       "retryable": False}, "diagnostics": []}
+    return report
+
+
+def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used: int | None) -> str:
+    message = str(fault)
+    if state.stop_reason is not None:
+        return state.stop_reason
+    if limits.fuel is not None and fuel_used is not None and fuel_used >= limits.fuel:
+        return "fuel"
+    if isinstance(fault, Trap) and "stack" in message or "call stack exhausted" in message:
+        return "stack"
+    if "memory" in message and ("limit" in message or "minimum" in message or "grow" in message):
+        return "memory"
+    return "trap:" + (message.strip().splitlines() or ["unknown trap"])[0][:300]
+
+
+class _ResultBuilder:
+    def __init__(self, state: RunState, image: str, code: str, limits: Limits) -> None:
+        self.state = state
+        self.image = image
+        self.code = code
+        self.limits = limits
+        self.ok = True
+        self.data: Any = None
+        self.error: ErrorInfo | None = None
+        self.diagnostics: list[Diagnostic] = []
+
+    def take_report(self, report: dict[str, Any]) -> None:
+        if report.get("limit") == "result_bytes":
+            self.fail_with_limit("result_bytes")
+            return
+        self.diagnostics.extend(d for d in report.get("diagnostics", []) if isinstance(d, dict))
+        if report["ok"]:
+            try:
+                self.data = json.loads(report.get("data_json", "null"))
+            except ValueError:
+                self.fail("SandboxError", "the guest returned a result that is not JSON")
+            return
+        error = report.get("error") or {}
+        self.fail(str(error.get("type", "Error")), str(error.get("message", "")), bool(error.get("retryable", False)))
+
+    def fail(self, error_type: str, message: str, retryable: bool = False) -> None:
+        self.ok = False
+        self.error = {"type": error_type, "message": message, "retryable": retryable}
+
+    def fail_with_limit(self, limit: str) -> None:
+        if limit.startswith("trap:"):
+            detail = limit.removeprefix("trap:")
+            self.fail("SandboxError", f"The sandbox stopped with a WebAssembly trap: {detail}")
+            self.diagnostics.append({"severity": "error", "code": "SANDBOX_TRAP", "message": detail,
+                                     "hint": "This is a crash of the interpreter, not of your code; simplify the code "
+                                             "or report it.", "error_class": "SandboxError"})
+            return
+        template, hint = _LIMIT_MESSAGES[limit]
+        message = template.format(timeout_ms=self.limits.timeout_ms, fuel=self.limits.fuel,
+                                  memory_mb=self.limits.memory_mb, max_result_bytes=self.limits.max_result_bytes)
+        self.fail("SandboxLimitError", message, retryable=limit in ("timeout", "cancelled"))
+        limit_name: LimitName = limit  # type: ignore[assignment]
+        self.diagnostics.append({"severity": "error", "code": "SANDBOX_LIMIT", "message": message, "hint": hint,
+                                 "error_class": "SandboxLimitError", "limit": limit_name})
+
+    def finish(self, logs: list[Any], fuel_used: int | None, redactor: Redactor) -> tuple[RunResult, int]:
+        duration_ms = round((time.monotonic() - self.state.started) * 1000, 3)
+        metrics: Metrics = {"duration_ms": duration_ms, "fuel_used": fuel_used, "memory_peak_bytes": None,
+                            "tool_calls": self.state.tool_calls}
+        outcome: dict[str, Any] = ({"ok": True, "data": self.data, "metrics": metrics} if self.ok
+                                   else {"ok": False, "error": self.error, "metrics": metrics})
+        redacted: dict[str, Any]
+        redacted, found = redactor.redact({"result": outcome, "logs": logs, "diagnostics": self.diagnostics,
+                                           "tool_trace": self.state.tool_trace})
+        output = {key: value for key, value in redacted["result"].items() if key != "metrics"}
+        result_json = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        result: RunResult = {
+            "run_id": self.state.run_id,
+            "trace_id": uuid.uuid4().hex,
+            "tool_name": TOOL_NAME,
+            "tool_version": __version__,
+            "input_digest": "sha256:" + hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest(),
+            "output_digest": "sha256:" + hashlib.sha256(result_json.encode()).hexdigest(),
+            "sandbox_image": self.image,
+            "duration_ms": duration_ms,
+            "approval_state": "NOT_REQUIRED",
+            "result": redacted["result"],
+            "logs": redacted["logs"],
+            "diagnostics": redacted["diagnostics"],
+            "tool_trace": redacted["tool_trace"],
+        }
+        return result, found

@@ -1,0 +1,112 @@
+"""The process-wide runtime: wasmtime engines, the compiled component, linkers.
+
+Compile once per machine, deserialize once per process, instantiate per run. There
+is one engine per limit mode: fuel metering costs CPU-bound code about a third of
+its speed, so runs without a fuel budget use an engine that does not meter at all.
+Epoch interruption is on in both: the wall-clock limit always applies.
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cache
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import wasmtime
+from wasmtime import Config, Engine
+from wasmtime.component import Linker
+
+from wasmexec import _hostcalls
+from wasmexec._artifacts import ArtifactStore, Progress
+from wasmexec._epoch import EpochTicker
+
+_ENGINE_FORMAT = "v1"  # bump when the engine configuration below changes
+
+
+@cache
+def wasmtime_version() -> str:
+    """The installed wasmtime-py version, read from its dist-info (importlib.metadata costs 20 ms)."""
+    site = Path(wasmtime.__file__).resolve().parent.parent
+    found = sorted(site.glob("wasmtime-*.dist-info"))
+    return found[-1].name.removeprefix("wasmtime-").removesuffix(".dist-info") if found else "unknown"
+
+
+def engine_key(fuel: bool) -> str:
+    """Names an engine configuration in compiled-artifact file names."""
+    return f"wasmtime{wasmtime_version()}-{_ENGINE_FORMAT}-{'fuel' if fuel else 'nofuel'}"
+
+
+def make_engine(fuel: bool) -> Engine:
+    config = Config()
+    config.epoch_interruption = True
+    config.consume_fuel = fuel
+    config.cranelift_opt_level = "speed"
+    return Engine(config)
+
+
+@dataclass
+class Prepared:
+    """Everything needed to instantiate the guest for one limit mode."""
+
+    engine: Engine
+    component: Any
+    linker: Linker
+    ticker: EpochTicker
+    fuel: bool
+
+
+class Runtime:
+    """Owns the compiled guest. Share one per process; it is thread-safe."""
+
+    def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
+        self.artifacts = ArtifactStore(Path(cache_dir) if cache_dir is not None else None, progress)
+        self._prepared: dict[bool, Prepared] = {}
+        self._lock = threading.Lock()
+        self._image: str | None = None
+
+    @property
+    def sandbox_image(self) -> str:
+        """sha256 of the guest component (builds it on first use)."""
+        if self._image is None:
+            self._image = self.artifacts.sandbox_image()
+        return self._image
+
+    def prepare(self, fuel: bool) -> Prepared:
+        """The engine, component and linker of one limit mode; built or loaded on first use."""
+        prepared = self._prepared.get(fuel)
+        if prepared is not None:
+            return prepared
+        with self._lock:
+            if fuel not in self._prepared:
+                engine = make_engine(fuel)
+                component = self.artifacts.load_compiled(engine, engine_key(fuel))
+                linker = Linker(engine)
+                linker.add_wasip2()
+                _hostcalls.register(linker)
+                self._prepared[fuel] = Prepared(engine, component, linker, EpochTicker(engine), fuel)
+            return self._prepared[fuel]
+
+    def build(self, output: Path | None = None) -> list[Path]:
+        """Builds and compiles every limit mode now; with `output`, writes a shippable artifact dir."""
+        self.sandbox_image  # noqa: B018 - builds the component
+        for fuel in (True, False):
+            self.prepare(fuel)
+        if output is None:
+            return []
+        engines = {engine_key(fuel): self._prepared[fuel].engine for fuel in (True, False)}
+        return self.artifacts.export(Path(output), engines)
+
+
+_default: Runtime | None = None
+_default_lock = threading.Lock()
+
+
+def default_runtime() -> Runtime:
+    """The process's shared runtime on the default cache directory."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Runtime()
+        return _default

@@ -1,0 +1,131 @@
+"""The public `Sandbox`: runs code on worker threads, several in parallel."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from pathlib import Path
+from types import TracebackType
+
+import anyio
+import anyio.to_thread
+
+from wasmexec._envelope import RunResult
+from wasmexec._hostcalls import NoTools, RunState, ToolHost
+from wasmexec._limits import Limits
+from wasmexec._redact import Redactor
+from wasmexec._run import execute
+from wasmexec._runtime import Runtime, default_runtime
+
+#: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
+DEFAULT_MAX_CONCURRENT_RUNS = 8
+
+
+class Sandbox:
+    """Runs untrusted Python in fresh WebAssembly sandboxes.
+
+    Every run gets a new instance: nothing survives from one run to the next.
+
+    Example::
+
+        async with Sandbox(Limits(timeout_ms=5_000)) as sandbox:
+            result = await sandbox.run("result = sum(range(10))")
+        assert result["result"]["data"] == 45
+
+    Or without async: ``Sandbox().run_sync("1 + 1")``.
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        runtime: Runtime | None = None,
+        cache_dir: Path | str | None = None,
+        redactor: Redactor | None = None,
+        tools: ToolHost | None = None,
+        max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS,
+    ) -> None:
+        """
+        Args:
+            limits: default limits of every run (each run may override them).
+            runtime: a shared `Runtime`; by default one per process (or per `cache_dir`).
+            cache_dir: where the compiled component is cached (ignored with `runtime`).
+            redactor: replaces secrets in results; common key formats by default.
+            tools: answers discovery and tool calls (the broker); none by default.
+            max_concurrent_runs: runs executing at once; later ones queue.
+        """
+        self.limits = limits or Limits()
+        if runtime is None:
+            runtime = Runtime(cache_dir) if cache_dir is not None else default_runtime()
+        self.runtime = runtime
+        self.redactor = redactor or Redactor()
+        self.tools: ToolHost = tools or NoTools()
+        self._limiter = anyio.CapacityLimiter(max_concurrent_runs)
+        self._closed = False
+
+    async def __aenter__(self) -> Sandbox:
+        await anyio.to_thread.run_sync(self.prepare)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __enter__(self) -> Sandbox:
+        self.prepare()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def prepare(self) -> None:
+        """Builds, compiles or loads the guest now instead of on the first run."""
+        self.runtime.prepare(self.limits.fuel is not None)
+
+    def close(self) -> None:
+        """Refuses further runs. Idempotent."""
+        self._closed = True
+
+    async def run(self, code: str, limits: Limits | None = None) -> RunResult:
+        """Runs `code` on a worker thread; a failing script is a result, never an exception.
+
+        Cancelling the awaiting task stops the run promptly (its result is discarded).
+        """
+        state = self._new_state(limits)
+        started, finished = threading.Event(), threading.Event()
+
+        def work() -> RunResult:
+            started.set()
+            try:
+                return self._execute(code, state)
+            finally:
+                finished.set()
+
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=self._limiter, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            state.stop("cancelled")
+            if started.is_set():  # a run still queued for the limiter never starts
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(finished.wait)
+            raise
+
+    def run_sync(self, code: str, limits: Limits | None = None) -> RunResult:
+        """Runs `code` on the calling thread and returns the run result."""
+        return self._execute(code, self._new_state(limits))
+
+    def _new_state(self, limits: Limits | None) -> RunState:
+        if self._closed:
+            raise RuntimeError("this Sandbox is closed")
+        if not isinstance(limits, (Limits, type(None))):
+            raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
+        return RunState(limits=limits or self.limits, tools=self.tools, run_id=uuid.uuid4().hex)
+
+    def _execute(self, code: str, state: RunState) -> RunResult:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        result, _ = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
+        return result
