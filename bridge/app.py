@@ -4,11 +4,11 @@ Its top level runs once, at build time: the stdlib imports and setup below are
 captured in the pre-initialized snapshot every run starts from.
 """
 
-import wit_world
-
 import codemode._prelude  # noqa: F401 - imported for the snapshot
-from codemode import _loop, _restrict, _runner
+import wit_world
+from codemode import _loop, _restrict, _runner, _tzdata
 
+_tzdata.capture()
 _loop.install()
 _restrict.install()
 

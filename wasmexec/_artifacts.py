@@ -42,9 +42,19 @@ def default_cache_dir() -> Path:
     if sys.platform == "linux":
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         return Path(base) / "wasmexec"
-    import platformdirs  # noqa: PLC0415 - only needed off Linux
+    import platformdirs
 
     return Path(platformdirs.user_cache_dir("wasmexec"))
+
+
+def _builder_version() -> str:
+    """What else decides the component's content: the builder and the time-zone database."""
+    try:
+        import tzdata
+
+        return f"{BUILDER_VERSION}; tzdata {tzdata.IANA_VERSION}"
+    except ImportError:
+        return BUILDER_VERSION
 
 
 def _is_writable(directory: Path) -> bool:
@@ -68,7 +78,7 @@ class ArtifactStore:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.progress: Progress = progress or (lambda message: None)
         self.sources = sources or guest_sources()
-        self.source_hash = self.sources.source_hash(BUILDER_VERSION)[:32]
+        self.source_hash = self.sources.source_hash(_builder_version())[:32]
 
     # -- paths -------------------------------------------------------------------------
     def _manifest_path(self, directory: Path) -> Path:
@@ -131,21 +141,23 @@ class ArtifactStore:
             wasm = self._run_componentize(directory)
             image = "sha256:" + hashlib.sha256(wasm).hexdigest()
             _atomic_write(self._component_path(directory), wasm)
-            manifest = {"sandbox_image": image, "builder": BUILDER_VERSION, "source_hash": self.source_hash}
+            manifest = {"sandbox_image": image, "builder": _builder_version(), "source_hash": self.source_hash}
             _atomic_write(self._manifest_path(directory), json.dumps(manifest, indent=2).encode())
-            self.progress(f"wasmexec: built {image[:19]}… ({len(wasm) / 1e6:.1f} MB) in {time.monotonic() - started:.1f} s")
+            elapsed = time.monotonic() - started
+            self.progress(f"wasmexec: built {image[:19]}… ({len(wasm) / 1e6:.1f} MB) in {elapsed:.1f} s")
             return manifest
 
     def _run_componentize(self, directory: Path) -> bytes:
-        import subprocess  # noqa: PLC0415 - only needed to build
+        import subprocess
 
         with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as scratch:
             output = Path(scratch) / "guest.wasm"
+            extra = _stage_tzdata(Path(scratch) / "extra")
             command = [
                 sys.executable, "-c",
                 "import sys, componentize_py; sys.argv[0] = 'componentize-py'; sys.exit(componentize_py.script())",
                 "-d", str(self.sources.wit_dir), "-w", WORLD,
-                "componentize", APP_MODULE, "-p", str(self.sources.bridge_dir), "-o", str(output),
+                "componentize", APP_MODULE, "-p", str(self.sources.bridge_dir), "-p", str(extra), "-o", str(output),
             ]  # fmt: skip
             # A clean environment: componentize-py would otherwise add the active venv's
             # site-packages to the guest's module path.
@@ -164,8 +176,8 @@ class ArtifactStore:
     # -- compiled artifacts --------------------------------------------------------------
     def load_compiled(self, engine: Any, engine_key: str) -> Any:
         """The component compiled for `engine`: deserialized from the cache, else compiled and cached."""
-        from wasmtime import WasmtimeError  # noqa: PLC0415
-        from wasmtime.component import Component  # noqa: PLC0415
+        from wasmtime import WasmtimeError
+        from wasmtime.component import Component
 
         image = self.sandbox_image()
         name = self.compiled_name(image, engine_key)
@@ -179,8 +191,8 @@ class ArtifactStore:
         return self._compile(engine, name)
 
     def _compile(self, engine: Any, name: str) -> Any:
-        from wasmtime import WasmtimeError  # noqa: PLC0415
-        from wasmtime.component import Component  # noqa: PLC0415
+        from wasmtime import WasmtimeError
+        from wasmtime.component import Component
 
         wasm = self.component_bytes()
         self.progress("wasmexec: compiling the sandbox component for this machine (once, ~8 s)...")
@@ -214,6 +226,19 @@ class ArtifactStore:
         return written
 
 
+def _stage_tzdata(target: Path) -> Path:
+    """Copies the `tzdata` package where the build can read it (its zones go into the snapshot)."""
+    import importlib.util
+    import shutil
+
+    target.mkdir(parents=True)
+    spec = importlib.util.find_spec("tzdata")
+    if spec is None or spec.origin is None:
+        raise BuildError("the tzdata package is missing; it is a dependency of wasmexec (pip install tzdata)")
+    shutil.copytree(Path(spec.origin).parent, target / "tzdata", ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -221,6 +246,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(temporary, 0o644)  # a shipped artifact dir may be read by another user
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -228,6 +254,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def _locked(directory: Path) -> Any:
-    from filelock import FileLock  # noqa: PLC0415 - only needed when writing
+    from filelock import FileLock
 
     return FileLock(str(directory / ".lock"), timeout=BUILD_TIMEOUT_S)

@@ -38,8 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"wasmexec {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="run Python code and print one JSON result line",
-                              description="Run Python code in a fresh sandbox; print the run result as one JSON line.")
+    run = commands.add_parser(
+        "run",
+        help="run Python code and print one JSON result line",
+        description="Run Python code in a fresh sandbox; print the run result as one JSON line.",
+    )
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("file", nargs="?", help="a Python file, or - for standard input")
     source.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
@@ -52,10 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-result-bytes", type=_int_option(0), help="cap of the result as JSON (default 4 MiB)")
     _add_cache_dir(run)
 
-    build = commands.add_parser("build", help="build and compile the sandbox component now",
-                                description="Build and compile the sandbox component (otherwise done on first use).")
-    build.add_argument("--output", type=Path, metavar="DIR",
-                       help="also write a self-contained artifact directory to ship read-only")
+    build = commands.add_parser(
+        "build",
+        help="build and compile the sandbox component now",
+        description="Build and compile the sandbox component (otherwise done on first use).",
+    )
+    build.add_argument(
+        "--output", type=Path, metavar="DIR", help="also write a self-contained artifact directory to ship read-only"
+    )
     _add_cache_dir(build)
 
     commands.add_parser("schema", help="print the JSON Schema of the run result")
@@ -63,8 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_cache_dir(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
-                        help=f"where compiled artifacts are kept (env {CACHE_DIR_ENV}; default ~/.cache/wasmexec)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help=f"where compiled artifacts are kept (env {CACHE_DIR_ENV}; default ~/.cache/wasmexec)",
+    )
 
 
 def _progress(message: str) -> None:
@@ -76,7 +87,7 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 
 
 def _runtime(args: argparse.Namespace) -> Any:
-    from wasmexec._runtime import Runtime  # noqa: PLC0415 - keeps `--help` and usage errors fast
+    from wasmexec._runtime import Runtime
 
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
     return Runtime(cache_dir, progress=_progress)
@@ -96,7 +107,7 @@ def _read_code(args: argparse.Namespace) -> str:
 
 
 def _limits(args: argparse.Namespace) -> Any:
-    from wasmexec._limits import Limits  # noqa: PLC0415
+    from wasmexec._limits import Limits
 
     changes: dict[str, int | None] = {}
     for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes"):
@@ -117,9 +128,9 @@ class _UsageError(Exception):
 
 
 def _command_run(args: argparse.Namespace) -> int:
-    from wasmexec._hostcalls import NoTools  # noqa: PLC0415
-    from wasmexec._redact import Redactor  # noqa: PLC0415
-    from wasmexec._run import execute  # noqa: PLC0415
+    from wasmexec._hostcalls import NoTools
+    from wasmexec._redact import Redactor
+    from wasmexec._run import execute
 
     code, limits = _read_code(args), _limits(args)
     result, _ = execute(_runtime(args), code, limits, NoTools(), Redactor())
@@ -140,7 +151,7 @@ def _command_build(args: argparse.Namespace) -> int:
 
 
 def _command_schema(args: argparse.Namespace) -> int:
-    from wasmexec._envelope import run_result_json_schema  # noqa: PLC0415
+    from wasmexec._envelope import run_result_json_schema
 
     print(json.dumps(run_result_json_schema(), indent=2))
     return EXIT_OK
@@ -150,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
-    from wasmexec._exceptions import WasmexecError  # noqa: PLC0415
+    from wasmexec._exceptions import WasmexecError
 
     handlers = {"run": _command_run, "build": _command_build, "schema": _command_schema}
     try:

@@ -7,16 +7,14 @@ exports their JSON Schema (`run_result_json_schema`).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 LogLevel = Literal["debug", "log", "warn", "error"]
 Severity = Literal["error", "warning", "info"]
 ApprovalState = Literal["NOT_REQUIRED", "APPROVED", "DENIED"]
-LimitName = Literal[
-    "timeout", "memory", "fuel", "stack", "result_bytes", "tool_calls", "payload_bytes", "cancelled"
-]
+LimitName = Literal["timeout", "memory", "fuel", "stack", "result_bytes", "tool_calls", "payload_bytes", "cancelled"]
 
 
 class LogEntry(TypedDict):
@@ -124,7 +122,7 @@ def validate_run_result(value: Any) -> RunResult:
 
 
 def _adapter() -> Any:
-    from pydantic import TypeAdapter  # noqa: PLC0415 - costly import kept off the run path
+    from pydantic import TypeAdapter
 
     global _ADAPTER
     if _ADAPTER is None:

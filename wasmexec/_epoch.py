@@ -81,7 +81,7 @@ def _on_deadline(context: Any, data: int | None, delta: Any, kind: Any) -> int:
     try:
         decide = _deciders.get(data or 0)
         reason = decide() if decide is not None else "stopped"
-    except Exception:  # noqa: BLE001 - an exception cannot cross into wasmtime
+    except Exception:
         reason = "internal error in the deadline check"
     if reason is not None:
         error = ffi.wasmtime_error_new(f"wasmexec: {reason}".encode())

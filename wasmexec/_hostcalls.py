@@ -159,14 +159,22 @@ def _record(**fields: Any) -> Record:
 
 
 def _error_value(error: HostCallError) -> Record:
-    return _record(kind=error.kind, message=error.message, hint=error.hint,
-                   detail_json=json.dumps(error.detail) if error.detail else "")
+    return _record(
+        kind=error.kind,
+        message=error.message,
+        hint=error.hint,
+        detail_json=json.dumps(error.detail) if error.detail else "",
+    )
 
 
 def _decode(payload: str, what: str) -> Any:
     if len(payload) > MAX_PAYLOAD_BYTES:
-        raise HostCallError("limit-exceeded", f"{what} is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
-                            "Send less data per call.", limit="payload_bytes")
+        raise HostCallError(
+            "limit-exceeded",
+            f"{what} is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
+            "Send less data per call.",
+            limit="payload_bytes",
+        )
     try:
         return json.loads(payload)
     except ValueError as exc:
@@ -176,8 +184,12 @@ def _decode(payload: str, what: str) -> Any:
 def _encode(value: Any, what: str) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if len(text) > MAX_PAYLOAD_BYTES:
-        raise HostCallError("limit-exceeded", f"{what} is {len(text)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
-                            "Ask for less (filter, paginate, lower detail).", limit="payload_bytes")
+        raise HostCallError(
+            "limit-exceeded",
+            f"{what} is {len(text)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
+            "Ask for less (filter, paginate, lower detail).",
+            limit="payload_bytes",
+        )
     return text
 
 
@@ -187,7 +199,7 @@ def host_catalog(store: Any, op: str, request_json: str) -> Variant:
         return Variant("ok", _encode(run.tools.catalog(run, op, _decode(request_json, "the request")), "the answer"))
     except HostCallError as error:
         return Variant("err", _error_value(error))
-    except Exception as exc:  # noqa: BLE001 - never raise into wasm
+    except Exception as exc:
         return Variant("err", _error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
 
 
@@ -196,27 +208,35 @@ def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: 
         run = _current()
         arguments = _decode(arguments_json, "the arguments")
         if run.tool_calls >= run.limits.max_tool_calls:
-            raise HostCallError("limit-exceeded", f"this run may make at most {run.limits.max_tool_calls} tool calls",
-                                "Make fewer calls per run (batch, filter, or split the work).", limit="tool_calls")
+            raise HostCallError(
+                "limit-exceeded",
+                f"this run may make at most {run.limits.max_tool_calls} tool calls",
+                "Make fewer calls per run (batch, filter, or split the work).",
+                limit="tool_calls",
+            )
         run.tool_calls += 1
         handle = run.new_handle()
         run.tools.start_call(run, handle, server_id, tool_name, arguments)
         return Variant("ok", handle)
     except HostCallError as error:
         return Variant("err", _error_value(error))
-    except Exception as exc:  # noqa: BLE001 - never raise into wasm
+    except Exception as exc:
         return Variant("err", _error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
 
 
 def host_wait(store: Any, handles: list[int], timeout_ms: int) -> list[Record]:
     try:
         ready = _current().wait(list(handles), timeout_ms / 1000)
-    except Exception as exc:  # noqa: BLE001 - never raise into wasm
+    except Exception as exc:
         error = HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")
         return [_record(handle=h, outcome=Variant("err", _error_value(error))) for h in handles]
     return [
-        _record(handle=handle, outcome=Variant("err", _error_value(outcome)) if isinstance(outcome, HostCallError)
-                else Variant("ok", outcome))
+        _record(
+            handle=handle,
+            outcome=Variant("err", _error_value(outcome))
+            if isinstance(outcome, HostCallError)
+            else Variant("ok", outcome),
+        )
         for handle, outcome in ready
     ]
 

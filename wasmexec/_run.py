@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
-import queue
-import threading
 import time
 import uuid
 from typing import Any
@@ -25,55 +22,28 @@ from wasmexec._version import __version__
 TOOL_NAME = "run_python"
 
 _LIMIT_MESSAGES: dict[str, tuple[str, str]] = {
-    "timeout": ("The run hit its wall-clock limit of {timeout_ms} ms.",
-                "Do less work per run, avoid long sleeps, or ask for a higher timeout_ms."),
-    "fuel": ("The run used up its fuel budget of {fuel} instructions.",
-             "Do less work per run, or ask for a higher fuel budget."),
-    "memory": ("The run needs more than its memory limit of {memory_mb} MiB.",
-               "Process less data at a time, or ask for a higher memory_mb."),
-    "stack": ("The run overflowed the sandbox's call stack.",
-              "Recursion went too deep: use a loop or an explicit stack."),
+    "timeout": (
+        "The run hit its wall-clock limit of {timeout_ms} ms.",
+        "Do less work per run, avoid long sleeps, or ask for a higher timeout_ms.",
+    ),
+    "fuel": (
+        "The run used up its fuel budget of {fuel} instructions.",
+        "Do less work per run, or ask for a higher fuel budget.",
+    ),
+    "memory": (
+        "The run needs more than its memory limit of {memory_mb} MiB.",
+        "Process less data at a time, or ask for a higher memory_mb.",
+    ),
+    "stack": (
+        "The run overflowed the sandbox's call stack.",
+        "Recursion went too deep: use a loop or an explicit stack.",
+    ),
     "cancelled": ("The run was cancelled.", "Run it again if it is still wanted."),
-    "result_bytes": ("The result is larger than {max_result_bytes} bytes of JSON.",
-                     "Return a smaller result: aggregate, filter or truncate before returning."),
+    "result_bytes": (
+        "The result is larger than {max_result_bytes} bytes of JSON.",
+        "Return a smaller result: aggregate, filter or truncate before returning.",
+    ),
 }
-
-
-class _StoreReaper:
-    """Drops finished stores off the caller's path: teardown grows with the memory a run touched.
-
-    Stores left at interpreter exit are closed by an atexit hook: a store dropped during
-    finalization would call back into a dying interpreter from wasmtime's threads.
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Store] = queue.SimpleQueue()
-        self._closing = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._started = threading.Lock()
-
-    def drop(self, store: Store) -> None:
-        with self._started:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="wasmexec-reaper", daemon=True)
-                self._thread.start()
-                atexit.register(self.drain)
-        self._queue.put(store)
-
-    def drain(self) -> None:
-        """Closes every queued store now (and waits for one being closed)."""
-        with self._closing:
-            while not self._queue.empty():
-                self._queue.get().close()
-
-    def _loop(self) -> None:
-        while True:
-            store = self._queue.get()
-            with self._closing:
-                store.close()
-
-
-_reaper = _StoreReaper()
 
 
 def execute(
@@ -105,7 +75,9 @@ def execute(
         except (Trap, WasmtimeError) as exc:
             fault = exc
     fuel_used = limits.fuel - store.get_fuel() if limits.fuel is not None else None
-    _reaper.drop(store)
+    # Closed here, not on a background thread: WASI output callbacks finalized while the
+    # interpreter exits crash the process from wasmtime's threads.
+    store.close()
     builder = _ResultBuilder(state, runtime.sandbox_image, code, limits)
     if fault is not None:
         builder.fail_with_limit(_classify_fault(fault, state, limits, fuel_used))
@@ -113,9 +85,14 @@ def execute(
         builder.take_report(report)
     logs = output.finish()
     if output.truncated:
-        builder.diagnostics.append({"severity": "warning", "code": "LOGS_TRUNCATED",
-                                    "message": "Output over the log limits was dropped.",
-                                    "hint": "Print less, or summarize before printing."})
+        builder.diagnostics.append(
+            {
+                "severity": "warning",
+                "code": "LOGS_TRUNCATED",
+                "message": "Output over the log limits was dropped.",
+                "hint": "Print less, or summarize before printing.",
+            }
+        )
     return builder.finish(logs, fuel_used, redactor)
 
 
@@ -127,8 +104,11 @@ def _parse_report(text: str, limits: Limits) -> dict[str, Any]:
     except ValueError:
         report = None
     if not isinstance(report, dict) or not isinstance(report.get("ok"), bool):
-        return {"ok": False, "error": {"type": "SandboxError", "message": "the guest returned an unreadable report",
-                                       "retryable": False}, "diagnostics": []}
+        return {
+            "ok": False,
+            "error": {"type": "SandboxError", "message": "the guest returned an unreadable report", "retryable": False},
+            "diagnostics": [],
+        }
     return report
 
 
@@ -138,7 +118,7 @@ def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used
         return state.stop_reason
     if limits.fuel is not None and fuel_used is not None and fuel_used >= limits.fuel:
         return "fuel"
-    if isinstance(fault, Trap) and "stack" in message or "call stack exhausted" in message:
+    if (isinstance(fault, Trap) and "stack" in message) or "call stack exhausted" in message:
         return "stack"
     if "memory" in message and ("limit" in message or "minimum" in message or "grow" in message):
         return "memory"
@@ -178,27 +158,53 @@ class _ResultBuilder:
         if limit.startswith("trap:"):
             detail = limit.removeprefix("trap:")
             self.fail("SandboxError", f"The sandbox stopped with a WebAssembly trap: {detail}")
-            self.diagnostics.append({"severity": "error", "code": "SANDBOX_TRAP", "message": detail,
-                                     "hint": "This is a crash of the interpreter, not of your code; simplify the code "
-                                             "or report it.", "error_class": "SandboxError"})
+            self.diagnostics.append(
+                {
+                    "severity": "error",
+                    "code": "SANDBOX_TRAP",
+                    "message": detail,
+                    "hint": "This is a crash of the interpreter, not of your code; simplify the code or report it.",
+                    "error_class": "SandboxError",
+                }
+            )
             return
         template, hint = _LIMIT_MESSAGES[limit]
-        message = template.format(timeout_ms=self.limits.timeout_ms, fuel=self.limits.fuel,
-                                  memory_mb=self.limits.memory_mb, max_result_bytes=self.limits.max_result_bytes)
+        message = template.format(
+            timeout_ms=self.limits.timeout_ms,
+            fuel=self.limits.fuel,
+            memory_mb=self.limits.memory_mb,
+            max_result_bytes=self.limits.max_result_bytes,
+        )
         self.fail("SandboxLimitError", message, retryable=limit in ("timeout", "cancelled"))
         limit_name: LimitName = limit  # type: ignore[assignment]
-        self.diagnostics.append({"severity": "error", "code": "SANDBOX_LIMIT", "message": message, "hint": hint,
-                                 "error_class": "SandboxLimitError", "limit": limit_name})
+        self.diagnostics.append(
+            {
+                "severity": "error",
+                "code": "SANDBOX_LIMIT",
+                "message": message,
+                "hint": hint,
+                "error_class": "SandboxLimitError",
+                "limit": limit_name,
+            }
+        )
 
     def finish(self, logs: list[Any], fuel_used: int | None, redactor: Redactor) -> tuple[RunResult, int]:
         duration_ms = round((time.monotonic() - self.state.started) * 1000, 3)
-        metrics: Metrics = {"duration_ms": duration_ms, "fuel_used": fuel_used, "memory_peak_bytes": None,
-                            "tool_calls": self.state.tool_calls}
-        outcome: dict[str, Any] = ({"ok": True, "data": self.data, "metrics": metrics} if self.ok
-                                   else {"ok": False, "error": self.error, "metrics": metrics})
+        metrics: Metrics = {
+            "duration_ms": duration_ms,
+            "fuel_used": fuel_used,
+            "memory_peak_bytes": None,
+            "tool_calls": self.state.tool_calls,
+        }
+        outcome: dict[str, Any] = (
+            {"ok": True, "data": self.data, "metrics": metrics}
+            if self.ok
+            else {"ok": False, "error": self.error, "metrics": metrics}
+        )
         redacted: dict[str, Any]
-        redacted, found = redactor.redact({"result": outcome, "logs": logs, "diagnostics": self.diagnostics,
-                                           "tool_trace": self.state.tool_trace})
+        redacted, found = redactor.redact(
+            {"result": outcome, "logs": logs, "diagnostics": self.diagnostics, "tool_trace": self.state.tool_trace}
+        )
         output = {key: value for key, value in redacted["result"].items() if key != "metrics"}
         result_json = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         result: RunResult = {

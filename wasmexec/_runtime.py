@@ -9,8 +9,8 @@ Epoch interruption is on in both: the wall-clock limit always applies.
 from __future__ import annotations
 
 import threading
-from functools import cache
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 

@@ -75,9 +75,9 @@ class SandboxEventLoop(asyncio.base_events.BaseEventLoop):
         return future
 
 
-_policy_base: Any = getattr(asyncio.events, "_BaseDefaultEventLoopPolicy", None) or getattr(
-    asyncio.events, "BaseDefaultEventLoopPolicy"
-)
+# Renamed with a leading underscore in 3.14, when event loop policies were deprecated.
+_policy_base: Any = getattr(asyncio.events, "_BaseDefaultEventLoopPolicy", None)
+_policy_base = _policy_base or asyncio.events.BaseDefaultEventLoopPolicy
 
 
 class _SandboxPolicy(_policy_base):  # type: ignore[misc, valid-type]

@@ -13,6 +13,7 @@ import asyncio
 import base64
 import binascii
 import bisect
+import builtins
 import calendar
 import cmath
 import codecs
@@ -54,6 +55,7 @@ import operator
 import os
 import pathlib
 import pprint
+import pydoc
 import queue
 import random
 import re
@@ -81,3 +83,7 @@ import xml.etree.ElementTree
 import zipfile
 import zlib
 import zoneinfo
+
+# `site` does not run in the snapshot, so `help` is installed here (plain text, no pager).
+builtins.help = pydoc.Helper(output=None)
+pydoc.pager = pydoc.plainpager

@@ -67,9 +67,7 @@ def hint_for(module_name: str | None) -> str | None:
 
 
 class _BlockedFinder(importlib.abc.MetaPathFinder):
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> None:
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> None:
         hint = hint_for(fullname)
         if hint is not None:
             raise SandboxImportError(fullname, hint)

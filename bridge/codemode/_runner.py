@@ -28,7 +28,9 @@ _DEFAULT_MAX_RESULT_BYTES = 1 << 20
 _HINTS = {
     "SYNTAX_ERROR": "Fix the syntax at the line shown; the code must be a Python 3.14 module.",
     "UNCAUGHT_EXCEPTION": "Handle the exception or fix the code at the last frame shown.",
-    "IMPORT_FAILURE": "Only the standard library and codemode/servers.* exist in the sandbox.",
+    "IMPORT_FAILURE": "Only the standard library, codemode and servers.* exist in the sandbox; "
+    "third-party packages cannot be installed.",
+    "STDLIB_NOT_BUILT": "This standard-library module is not part of the sandbox build.",
     "RECURSION": "Recursion went too deep: use a loop or an explicit stack.",
     "MEMORY": "The run hit its memory limit: process less data at a time or ask for a higher memory_mb.",
     "RESULT_NOT_JSON": "Return only JSON values (dict, list, str, int, float, bool, None).",
@@ -46,9 +48,16 @@ def run_to_json(code: str, options_json: str) -> str:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:  # noqa: BLE001 - code may have replaced the stream; its loss
+        except Exception:
             pass
     return json.dumps(report, ensure_ascii=False, separators=(",", ":"))
+
+
+def _import_hint(name: str | None) -> str:
+    top = (name or "").partition(".")[0]
+    if top in sys.stdlib_module_names:
+        return _HINTS["STDLIB_NOT_BUILT"]
+    return _HINTS["IMPORT_FAILURE"]
 
 
 class _Run:
@@ -71,7 +80,7 @@ class _Run:
         except SystemExit as exc:
             if exc.code not in (None, 0):
                 self._fail(exc, "UNCAUGHT_EXCEPTION", f"SystemExit({exc.code!r})")
-        except BaseException as exc:  # noqa: BLE001 - every failure of agent code is reported
+        except BaseException as exc:
             self._classify(exc)
         if self.error is not None:
             return self._report(None)
@@ -89,7 +98,7 @@ class _Run:
         return compile(tree, FILENAME, "exec", flags=flags, dont_inherit=True)
 
     def _execute(self, code_object: Any, namespace: dict[str, Any]) -> None:
-        outcome = eval(code_object, namespace)  # noqa: S307 - running agent code is the point
+        outcome = eval(code_object, namespace)
         if inspect.iscoroutine(outcome):
             loop = _loop.SandboxEventLoop()
             asyncio.set_event_loop(loop)
@@ -132,20 +141,31 @@ class _Run:
         message = f"{exc.msg} (line {exc.lineno})"
         self.error = {"type": "SyntaxError", "message": message, "retryable": False}
         self._diagnose(
-            "error", "SYNTAX_ERROR", message, _HINTS["SYNTAX_ERROR"],
-            error_class="SyntaxError", line=exc.lineno, column=exc.offset,
+            "error",
+            "SYNTAX_ERROR",
+            message,
+            _HINTS["SYNTAX_ERROR"],
+            error_class="SyntaxError",
+            line=exc.lineno,
+            column=exc.offset,
         )
         return self._report(None)
 
     def _classify(self, exc: BaseException) -> None:
         if isinstance(exc, errors.SandboxLimitError):
             self.error = {"type": "SandboxLimitError", "message": str(exc), "retryable": False}
-            self._diagnose("error", "SANDBOX_LIMIT", str(exc), exc.hint, error_class="SandboxLimitError",
-                           limit=exc.detail.get("limit"))
+            self._diagnose(
+                "error",
+                "SANDBOX_LIMIT",
+                str(exc),
+                exc.hint,
+                error_class="SandboxLimitError",
+                limit=exc.detail.get("limit"),
+            )
         elif isinstance(exc, MemoryError):
             self._limit("memory", "The run ran out of memory (MemoryError).", "MEMORY")
         elif isinstance(exc, ImportError):
-            hint = getattr(exc, "hint", None) or hint_for(exc.name) or _HINTS["IMPORT_FAILURE"]
+            hint = getattr(exc, "hint", None) or hint_for(exc.name) or _import_hint(exc.name)
             self._fail(exc, "IMPORT_FAILURE", hint=hint)
         elif isinstance(exc, RecursionError):
             self._fail(exc, "UNCAUGHT_EXCEPTION", hint=_HINTS["RECURSION"])
@@ -161,13 +181,15 @@ class _Run:
             if frame.filename == FILENAME
         ][-_MAX_FRAMES:]
         line = frames[-1]["line"] if frames else None
-        self._diagnose("error", code, message, hint or _HINTS[code], error_class=type(exc).__name__,
-                       line=line, frames=frames)
+        self._diagnose(
+            "error", code, message, hint or _HINTS[code], error_class=type(exc).__name__, line=line, frames=frames
+        )
 
     def _limit(self, limit: str, message: str, hint_key: str) -> None:
         self.error = {"type": "SandboxLimitError", "message": message, "retryable": False}
-        self._diagnose("error", "SANDBOX_LIMIT", message, _HINTS[hint_key], error_class="SandboxLimitError",
-                       limit=limit)
+        self._diagnose(
+            "error", "SANDBOX_LIMIT", message, _HINTS[hint_key], error_class="SandboxLimitError", limit=limit
+        )
 
     def _diagnose(self, severity: str, code: str, message: str, hint: str | None, **extra: Any) -> None:
         entry: dict[str, Any] = {"severity": severity, "code": code, "message": message}

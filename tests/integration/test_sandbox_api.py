@@ -1,0 +1,110 @@
+"""The Python API: async and sync use, parallel runs, cancellation, isolation between runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import anyio
+import pytest
+
+from tests.helpers import data_of, limit_of
+from wasmexec import Limits, Runtime, Sandbox
+
+
+def test_the_sync_context_manager_runs_code(runtime: Runtime) -> None:
+    with Sandbox(runtime=runtime) as sandbox:
+        assert data_of(sandbox.run_sync("result = 'sync'")) == "sync"
+    with pytest.raises(RuntimeError, match="closed"):
+        sandbox.run_sync("1")
+
+
+def test_a_run_can_override_the_sandbox_limits(runtime: Runtime) -> None:
+    sandbox = Sandbox(Limits(timeout_ms=10_000), runtime=runtime)
+    assert limit_of(sandbox.run_sync("while True: pass", Limits(timeout_ms=200))) == "timeout"
+
+
+def test_bad_arguments_are_type_errors(runtime: Runtime) -> None:
+    sandbox = Sandbox(runtime=runtime)
+    with pytest.raises(TypeError, match="code must be a str"):
+        sandbox.run_sync(b"1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="limits must be a Limits"):
+        sandbox.run_sync("1", {"timeout_ms": 5})  # type: ignore[arg-type]
+
+
+def test_async_runs_execute_in_parallel_and_the_event_loop_stays_responsive(runtime: Runtime) -> None:
+    async def main() -> tuple[list[object], int]:
+        ticks = 0
+        results: list[object] = []
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await anyio.sleep(0.01)
+                ticks += 1
+
+        async with Sandbox(runtime=runtime) as sandbox:
+
+            async def one(i: int) -> None:
+                results.append(data_of(await sandbox.run(f"import time\ntime.sleep(0.4)\nresult = {i}")))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(ticker)
+                async with anyio.create_task_group() as runs:
+                    for i in range(4):
+                        runs.start_soon(one, i)
+                group.cancel_scope.cancel()
+        return results, ticks
+
+    started = time.monotonic()
+    results, ticks = anyio.run(main)
+    elapsed = time.monotonic() - started
+    assert sorted(results) == [0, 1, 2, 3]
+    assert elapsed < 1.5  # four 0.4 s runs overlapped instead of taking 1.6 s
+    assert ticks >= 10  # the loop kept running while wasm ran on worker threads
+
+
+def test_cpu_bound_runs_on_two_threads_overlap(runtime: Runtime) -> None:
+    sandbox = Sandbox(runtime=runtime)
+    results: list[object] = []
+    code = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nresult = fib(20)"
+    threads = [threading.Thread(target=lambda: results.append(data_of(sandbox.run_sync(code)))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert results == [6765, 6765]
+
+
+def test_cancelling_the_awaiting_task_stops_the_run_promptly(runtime: Runtime) -> None:
+    async def main() -> float:
+        async with Sandbox(Limits(timeout_ms=60_000), runtime=runtime) as sandbox:
+            started = time.monotonic()
+            with anyio.move_on_after(0.3):
+                await sandbox.run("while True: pass")
+            return time.monotonic() - started
+
+    assert anyio.run(main) < 5  # not the 60 s timeout
+
+
+def test_cancelling_a_sleeping_run_wakes_it(runtime: Runtime) -> None:
+    async def main() -> float:
+        async with Sandbox(Limits(timeout_ms=60_000), runtime=runtime) as sandbox:
+            started = time.monotonic()
+            with anyio.move_on_after(0.3):
+                await sandbox.run("import time\ntime.sleep(50)")
+            return time.monotonic() - started
+
+    assert anyio.run(main) < 5
+
+
+def test_runs_share_nothing(runtime: Runtime) -> None:
+    sandbox = Sandbox(runtime=runtime)
+    data_of(sandbox.run_sync("import builtins, sys, json\nbuiltins.leak = 1\nsys.modules['json'] = None\nGLOBAL = 2"))
+    seen = data_of(
+        sandbox.run_sync(
+            "import builtins, sys\nresult = [hasattr(builtins, 'leak'), sys.modules.get('json') is None, "
+            "'GLOBAL' in globals()]"
+        )
+    )
+    assert seen == [False, False, False]
