@@ -4,6 +4,8 @@ Its top level runs once, at build time: the stdlib imports and setup below are
 captured in the pre-initialized snapshot every run starts from.
 """
 
+import gc
+
 import codemode._prelude  # noqa: F401 - imported for the snapshot
 import wit_world
 from codemode import _loop, _restrict, _runner, _tzdata
@@ -16,3 +18,9 @@ _restrict.install()
 class WitWorld(wit_world.WitWorld):
     def run(self, code: str, options_json: str) -> str:
         return _runner.run_to_json(code, options_json)
+
+
+# Last: move every object of the snapshot to the permanent generation, so the garbage
+# collector never walks (and so never copies-on-write) the interpreter's own pages.
+gc.collect()
+gc.freeze()

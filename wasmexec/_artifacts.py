@@ -50,7 +50,7 @@ def default_cache_dir() -> Path:
 def _builder_version() -> str:
     """What else decides the component's content: the builder and the time-zone database."""
     try:
-        import tzdata
+        import tzdata  # type: ignore[import-untyped]
 
         return f"{BUILDER_VERSION}; tzdata {tzdata.IANA_VERSION}"
     except ImportError:

@@ -112,7 +112,8 @@ class RunResult(TypedDict):
 
 def run_result_json_schema() -> dict[str, Any]:
     """The JSON Schema of `RunResult` (the MCP tool's outputSchema)."""
-    return _adapter().json_schema()
+    schema: dict[str, Any] = _adapter().json_schema()
+    return schema
 
 
 def validate_run_result(value: Any) -> RunResult:

@@ -76,7 +76,7 @@ _CALLBACK_TYPE = ctypes.CFUNCTYPE(
 _FINALIZER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-@_CALLBACK_TYPE
+@_CALLBACK_TYPE  # type: ignore[untyped-decorator]
 def _on_deadline(context: Any, data: int | None, delta: Any, kind: Any) -> int:
     try:
         decide = _deciders.get(data or 0)
@@ -91,7 +91,7 @@ def _on_deadline(context: Any, data: int | None, delta: Any, kind: Any) -> int:
     return 0
 
 
-@_FINALIZER_TYPE
+@_FINALIZER_TYPE  # type: ignore[untyped-decorator]
 def _on_finalize(data: int | None) -> None:
     _deciders.pop(data or 0, None)
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, TypeGuard
 
 from wasmtime import Store, Trap, WasiConfig, WasmtimeError
 
@@ -125,6 +125,15 @@ def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used
     return "trap:" + (message.strip().splitlines() or ["unknown trap"])[0][:300]
 
 
+def _is_diagnostic(value: Any) -> TypeGuard[Diagnostic]:
+    return (
+        isinstance(value, dict)
+        and value.get("severity") in ("error", "warning", "info")
+        and isinstance(value.get("code"), str)
+        and isinstance(value.get("message"), str)
+    )
+
+
 class _ResultBuilder:
     def __init__(self, state: RunState, image: str, code: str, limits: Limits) -> None:
         self.state = state
@@ -140,7 +149,8 @@ class _ResultBuilder:
         if report.get("limit") == "result_bytes":
             self.fail_with_limit("result_bytes")
             return
-        self.diagnostics.extend(d for d in report.get("diagnostics", []) if isinstance(d, dict))
+        # The guest's diagnostics are its own claims: only well-formed entries are kept.
+        self.diagnostics.extend(d for d in report.get("diagnostics", []) if _is_diagnostic(d))
         if report["ok"]:
             try:
                 self.data = json.loads(report.get("data_json", "null"))
