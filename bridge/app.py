@@ -8,11 +8,14 @@ import gc
 
 import codemode._prelude  # noqa: F401 - imported for the snapshot
 import wit_world
-from codemode import _loop, _restrict, _runner, _tzdata
+from codemode import _loop, _restrict, _runner, _tools, _tzdata
+from codemode import discovery as _discovery  # noqa: F401 - imported for the snapshot
 
 _tzdata.capture()
+_restrict.buffer_stdio()
 _loop.install()
 _restrict.install()
+_tools.install()
 
 
 class WitWorld(wit_world.WitWorld):

@@ -18,6 +18,8 @@ from wasmexec._version import __version__
 
 EXIT_OK, EXIT_CODE_FAILED, EXIT_USAGE, EXIT_SANDBOX = 0, 1, 2, 3
 CACHE_DIR_ENV = "WASMEXEC_CACHE_DIR"
+CONFIG_ENV = "WASMEXEC_CONFIG"
+DEFAULT_CONFIG = ".mcp.json"
 
 
 def _int_option(low: int) -> Any:
@@ -53,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     fuel.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (faster CPU-bound code)")
     run.add_argument("--max-log-bytes", type=_int_option(0), help="cap of stdout and of stderr, in bytes")
     run.add_argument("--max-result-bytes", type=_int_option(0), help="cap of the result as JSON (default 4 MiB)")
+    run.add_argument("--max-tool-calls", type=_int_option(0), help="tool calls per run (default 200)")
+    add_config_option(run)
     _add_cache_dir(run)
 
     build = commands.add_parser(
@@ -66,7 +70,46 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_dir(build)
 
     commands.add_parser("schema", help="print the JSON Schema of the run result")
+    from wasmexec._cli_tools import add_tools_parser
+
+    add_tools_parser(commands, add_config_option, _add_cache_dir)
     return parser
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help=f"mcpServers JSON (env {CONFIG_ENV}; default ./{DEFAULT_CONFIG} if present)",
+    )
+
+
+def load_servers(args: argparse.Namespace) -> Any:
+    """The Config named by --config, WASMEXEC_CONFIG or ./.mcp.json; None when there is none."""
+    from wasmexec._config import load_config
+
+    path = args.config or os.environ.get(CONFIG_ENV) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    if path is None:
+        return None
+    config = load_config(path)
+    for problem in config.problems:
+        print(f"warning: {problem.message} (skipped)", file=sys.stderr)
+    return config
+
+
+def open_broker(args: argparse.Namespace, config: Any) -> Any:
+    """A Broker for the CLI, its schema cache beside the compiled artifacts."""
+    from wasmexec._artifacts import default_cache_dir
+    from wasmexec._broker import Broker
+
+    cache_dir = Path(args.cache_dir or os.environ.get(CACHE_DIR_ENV) or default_cache_dir())
+    return Broker(
+        config,
+        cache_path=cache_dir / "tool-schemas.json",
+        errlog=sys.stderr,
+        warn=lambda message: print(f"warning: {message}", file=sys.stderr),
+    )
 
 
 def _add_cache_dir(parser: argparse.ArgumentParser) -> None:
@@ -101,16 +144,16 @@ def _read_code(args: argparse.Namespace) -> str:
             return sys.stdin.buffer.read().decode("utf-8")
         return Path(args.file).read_bytes().decode("utf-8")
     except OSError as exc:
-        raise _UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise _UsageError(f"{args.file} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        raise UsageError(f"{args.file} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
 
 
 def _limits(args: argparse.Namespace) -> Any:
     from wasmexec._limits import Limits
 
     changes: dict[str, int | None] = {}
-    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes"):
+    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes", "max_tool_calls"):
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)
     if args.no_fuel:
@@ -120,11 +163,11 @@ def _limits(args: argparse.Namespace) -> Any:
     try:
         return Limits().replace(**changes)
     except ValueError as exc:
-        raise _UsageError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
-class _UsageError(Exception):
-    pass
+class UsageError(Exception):
+    """A mistake in the command line; exit 2 with the message."""
 
 
 def _command_run(args: argparse.Namespace) -> int:
@@ -133,7 +176,12 @@ def _command_run(args: argparse.Namespace) -> int:
     from wasmexec._run import execute
 
     code, limits = _read_code(args), _limits(args)
-    result, _ = execute(_runtime(args), code, limits, NoTools(), Redactor())
+    config = load_servers(args)
+    if config is None or not config.servers:
+        result, _ = execute(_runtime(args), code, limits, NoTools(), Redactor())
+    else:
+        with open_broker(args, config) as broker:
+            result, _ = execute(_runtime(args), code, limits, broker, broker.redactor)
     sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return EXIT_OK if result["result"]["ok"] else EXIT_CODE_FAILED
@@ -161,13 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
-    from wasmexec._exceptions import WasmexecError
+    from wasmexec._cli_tools import command_tools
+    from wasmexec._exceptions import ConfigError, WasmexecError
 
-    handlers = {"run": _command_run, "build": _command_build, "schema": _command_schema}
+    handlers = {"run": _command_run, "build": _command_build, "schema": _command_schema, "tools": command_tools}
     try:
         return handlers[args.command](args)
-    except _UsageError as exc:
+    except UsageError as exc:
         parser.print_usage(sys.stderr)
+        print(f"wasmexec: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ConfigError as exc:
         print(f"wasmexec: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except WasmexecError as exc:

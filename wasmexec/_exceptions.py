@@ -5,6 +5,7 @@ with ``result.ok = false``. These errors mean the host side itself cannot work::
 
     WasmexecError
     ├── BuildError      the guest component could not be built, compiled or loaded
+    ├── ConfigError     the MCP server configuration file is unusable
     └── SandboxError    wasmtime failed outside of the guest's control
 
 Foreign errors (wasmtime, OS, subprocess) are translated where they happen and
@@ -13,7 +14,7 @@ chained with ``raise ... from exc``.
 
 from __future__ import annotations
 
-__all__ = ["BuildError", "SandboxError", "WasmexecError"]
+__all__ = ["BuildError", "ConfigError", "SandboxError", "WasmexecError"]
 
 
 class WasmexecError(Exception):
@@ -26,3 +27,7 @@ class BuildError(WasmexecError):
 
 class SandboxError(WasmexecError):
     """wasmtime failed in a way that is not the guest code's doing."""
+
+
+class ConfigError(WasmexecError):
+    """The MCP server configuration file is missing, unreadable or malformed."""

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from wasmtime.component import Record, Variant
+from wasmtime.component import Record
 
 from wasmexec._envelope import LimitName, ToolTraceEntry
 from wasmexec._limits import Limits
@@ -74,6 +74,11 @@ class RunState:
     stop_reason: LimitName | None = None
     tool_calls: int = 0
     tool_trace: list[ToolTraceEntry] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """Host-side problems worth telling the agent (a server down, a stale tool list)."""
+    catalog: Any = None
+    """The tool host's frozen view of the servers for this run."""
+    _in_flight: list[Any] = field(default_factory=list)
     _outcomes: dict[int, Any] = field(default_factory=dict)
     _changed: threading.Condition = field(default_factory=threading.Condition)
     _handles: Iterator[int] = field(default_factory=lambda: itertools.count(1))
@@ -98,6 +103,16 @@ class RunState:
             if self.stop_reason is None:
                 self.stop_reason = reason
             self._changed.notify_all()
+
+    def track(self, future: Any) -> None:
+        """Remembers a call in flight, to cancel it if the run ends first."""
+        self._in_flight.append(future)
+
+    def finish(self) -> None:
+        """Cancels every call still in flight (the run is over)."""
+        for future in self._in_flight:
+            future.cancel()
+        self._in_flight.clear()
 
     def new_handle(self) -> int:
         with self._changed:
@@ -158,6 +173,16 @@ def _record(**fields: Any) -> Record:
     return record
 
 
+# wasmtime-py lowers a WIT `result` whose ok and err types are told apart by Python type
+# (str or int vs Record) from the bare value; a `Variant` is only for ambiguous results.
+def _ok(value: Any) -> Any:
+    return value
+
+
+def _err(record: Record) -> Record:
+    return record
+
+
 def _error_value(error: HostCallError) -> Record:
     return _record(
         kind=error.kind,
@@ -193,17 +218,17 @@ def _encode(value: Any, what: str) -> str:
     return text
 
 
-def host_catalog(store: Any, op: str, request_json: str) -> Variant:
+def host_catalog(store: Any, op: str, request_json: str) -> Any:
     try:
         run = _current()
-        return Variant("ok", _encode(run.tools.catalog(run, op, _decode(request_json, "the request")), "the answer"))
+        return _ok(_encode(run.tools.catalog(run, op, _decode(request_json, "the request")), "the answer"))
     except HostCallError as error:
-        return Variant("err", _error_value(error))
+        return _err(_error_value(error))
     except Exception as exc:
-        return Variant("err", _error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
+        return _err(_error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
 
 
-def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: str) -> Variant:
+def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: str) -> Any:
     try:
         run = _current()
         arguments = _decode(arguments_json, "the arguments")
@@ -217,11 +242,11 @@ def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: 
         run.tool_calls += 1
         handle = run.new_handle()
         run.tools.start_call(run, handle, server_id, tool_name, arguments)
-        return Variant("ok", handle)
+        return _ok(handle)
     except HostCallError as error:
-        return Variant("err", _error_value(error))
+        return _err(_error_value(error))
     except Exception as exc:
-        return Variant("err", _error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
+        return _err(_error_value(HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")))
 
 
 def host_wait(store: Any, handles: list[int], timeout_ms: int) -> list[Record]:
@@ -229,21 +254,43 @@ def host_wait(store: Any, handles: list[int], timeout_ms: int) -> list[Record]:
         ready = _current().wait(list(handles), timeout_ms / 1000)
     except Exception as exc:
         error = HostCallError("internal", f"host error: {type(exc).__name__}: {exc}")
-        return [_record(handle=h, outcome=Variant("err", _error_value(error))) for h in handles]
+        return [_record(handle=h, outcome=_err(_error_value(error))) for h in handles]
     return [
         _record(
             handle=handle,
-            outcome=Variant("err", _error_value(outcome))
-            if isinstance(outcome, HostCallError)
-            else Variant("ok", outcome),
+            outcome=_err(_error_value(outcome)) if isinstance(outcome, HostCallError) else _ok(outcome),
         )
         for handle, outcome in ready
     ]
 
 
-def register(linker: Any) -> None:
-    """Adds the host interface to a component linker."""
+class BlockingWaitRefused(Exception):
+    """The guest asked WASI to block on a clock, which no deadline could interrupt."""
+
+
+def _refuse_blocking_wait(store: Any, *args: Any) -> Any:
+    # Raising here traps the guest; wasmtime-py re-raises this exception from the export call.
+    raise BlockingWaitRefused("a blocking WASI clock wait was refused")
+
+
+def register(linker: Any, monotonic_clock: str | None = None) -> None:
+    """Adds the host interface to a component linker, and disarms WASI's blocking clock waits.
+
+    Epochs cannot interrupt a wait inside WASI, so a wait that bypasses the host's `wait`
+    (a re-imported `time.sleep`, `select`, a lock with a timeout) would hold the run past
+    its deadline. `monotonic_clock` names the component's monotonic-clock import; its
+    `subscribe-*` functions then trap instead of blocking (`now` keeps working).
+    """
     with linker.root() as root, root.add_instance(INTERFACE) as instance:
         instance.add_func("catalog", host_catalog)
         instance.add_func("start-call", host_start_call)
         instance.add_func("wait", host_wait)
+    if monotonic_clock is None:
+        return
+    linker.allow_shadowing = True
+    with linker.root() as root, root.add_instance(monotonic_clock) as clock:
+        clock.add_func("now", lambda store: time.monotonic_ns())
+        clock.add_func("resolution", lambda store: 1)
+        clock.add_func("subscribe-duration", _refuse_blocking_wait)
+        clock.add_func("subscribe-instant", _refuse_blocking_wait)
+    linker.allow_shadowing = False

@@ -6,7 +6,7 @@ import hashlib
 import json
 import time
 import uuid
-from typing import Any, TypeGuard
+from typing import Any
 
 from wasmtime import Store, Trap, WasiConfig, WasmtimeError
 
@@ -16,10 +16,16 @@ from wasmexec._hostcalls import RunState, ToolHost
 from wasmexec._limits import Limits
 from wasmexec._output import OutputCapture
 from wasmexec._redact import Redactor
+from wasmexec._report import GuestReport, parse_report
 from wasmexec._runtime import Runtime
 from wasmexec._version import __version__
 
 TOOL_NAME = "run_python"
+
+_BLOCKING_WAIT = (
+    "The code made a blocking wait that bypasses the sandbox's clock (a re-imported time.sleep, select, "
+    "or a lock or queue with a timeout); such waits could outlive the deadline, so they are refused."
+)
 
 _LIMIT_MESSAGES: dict[str, tuple[str, str]] = {
     "timeout": (
@@ -64,16 +70,20 @@ def execute(
         store.set_fuel(limits.fuel)
     _epoch.watch_store(store, state.should_stop)
     options = json.dumps({"max_result_bytes": limits.max_result_bytes})
-    report: dict[str, Any] | None = None
+    report: GuestReport | None = None
     fault: Exception | None = None
     with prepared.ticker, _hostcalls.bind(state):
         try:
             instance = prepared.linker.instantiate(store, prepared.component)
             run = instance.get_func(store, "run")
             assert run is not None, "the guest component exports no `run`"
-            report = _parse_report(run(store, code, options), limits)
+            report = parse_report(run(store, code, options), limits.max_result_bytes)
         except (Trap, WasmtimeError) as exc:
             fault = exc
+        except Exception as exc:
+            fault = exc
+        finally:
+            state.finish()
     fuel_used = limits.fuel - store.get_fuel() if limits.fuel is not None else None
     # Closed here, not on a background thread: WASI output callbacks finalized while the
     # interpreter exits crash the process from wasmtime's threads.
@@ -83,6 +93,15 @@ def execute(
         builder.fail_with_limit(_classify_fault(fault, state, limits, fuel_used))
     elif report is not None:
         builder.take_report(report)
+    for warning in dict.fromkeys(state.warnings):
+        builder.diagnostics.append(
+            {
+                "severity": "warning",
+                "code": "TOOLS_UNAVAILABLE",
+                "message": warning,
+                "hint": "The code ran with what was reachable; retry later for the rest.",
+            }
+        )
     logs = output.finish()
     if output.truncated:
         builder.diagnostics.append(
@@ -96,22 +115,6 @@ def execute(
     return builder.finish(logs, fuel_used, redactor)
 
 
-def _parse_report(text: str, limits: Limits) -> dict[str, Any]:
-    if len(text) > limits.max_result_bytes + 1024 * 1024:
-        return {"ok": False, "limit": "result_bytes"}
-    try:
-        report = json.loads(text)
-    except ValueError:
-        report = None
-    if not isinstance(report, dict) or not isinstance(report.get("ok"), bool):
-        return {
-            "ok": False,
-            "error": {"type": "SandboxError", "message": "the guest returned an unreadable report", "retryable": False},
-            "diagnostics": [],
-        }
-    return report
-
-
 def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used: int | None) -> str:
     message = str(fault)
     if state.stop_reason is not None:
@@ -122,16 +125,23 @@ def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used
         return "stack"
     if "memory" in message and ("limit" in message or "minimum" in message or "grow" in message):
         return "memory"
-    return "trap:" + (message.strip().splitlines() or ["unknown trap"])[0][:300]
+    if isinstance(fault, _hostcalls.BlockingWaitRefused):
+        return "blocking_wait"
+    if not isinstance(fault, (Trap, WasmtimeError)):
+        return f"trap:internal host error: {type(fault).__name__}: {message}"[:300]
+    return "trap:" + _trap_cause(message)
 
 
-def _is_diagnostic(value: Any) -> TypeGuard[Diagnostic]:
-    return (
-        isinstance(value, dict)
-        and value.get("severity") in ("error", "warning", "info")
-        and isinstance(value.get("code"), str)
-        and isinstance(value.get("message"), str)
-    )
+def _trap_cause(message: str) -> str:
+    """The informative part of a wasmtime error: its causes, not the wasm backtrace."""
+    lines = [line.strip() for line in message.strip().splitlines()]
+    if "Caused by:" in lines:
+        causes = lines[lines.index("Caused by:") + 1 :]
+        return "; ".join(line.split(":", 1)[-1].strip() if line[:1].isdigit() else line for line in causes if line)[
+            :300
+        ]
+    useful = [line for line in lines if line and not line.startswith(("error while executing", "0x")) and ":" in line]
+    return (useful[-1] if useful else lines[0] if lines else "unknown trap")[:300]
 
 
 class _ResultBuilder:
@@ -145,38 +155,36 @@ class _ResultBuilder:
         self.error: ErrorInfo | None = None
         self.diagnostics: list[Diagnostic] = []
 
-    def take_report(self, report: dict[str, Any]) -> None:
-        if report.get("limit") == "result_bytes":
-            self.fail_with_limit("result_bytes")
-            return
-        # The guest's diagnostics are its own claims: only well-formed entries are kept.
-        self.diagnostics.extend(d for d in report.get("diagnostics", []) if _is_diagnostic(d))
-        if report["ok"]:
-            try:
-                self.data = json.loads(report.get("data_json", "null"))
-            except ValueError:
-                self.fail("SandboxError", "the guest returned a result that is not JSON")
-            return
-        error = report.get("error") or {}
-        self.fail(str(error.get("type", "Error")), str(error.get("message", "")), bool(error.get("retryable", False)))
+    def take_report(self, report: GuestReport) -> None:
+        self.diagnostics.extend(report.diagnostics)
+        if report.limit is not None:
+            self.fail_with_limit(report.limit)
+        elif report.ok:
+            self.data = report.data
+        elif report.error is not None:
+            self.fail(report.error["type"], report.error["message"], report.error["retryable"])
 
     def fail(self, error_type: str, message: str, retryable: bool = False) -> None:
         self.ok = False
         self.error = {"type": error_type, "message": message, "retryable": retryable}
 
+    def _sandbox_error(self, code: str, message: str, hint: str) -> None:
+        self.fail("SandboxError", message)
+        self.diagnostics.append(
+            {"severity": "error", "code": code, "message": message, "hint": hint, "error_class": "SandboxError"}
+        )
+
     def fail_with_limit(self, limit: str) -> None:
-        if limit.startswith("trap:"):
-            detail = limit.removeprefix("trap:")
-            self.fail("SandboxError", f"The sandbox stopped with a WebAssembly trap: {detail}")
-            self.diagnostics.append(
-                {
-                    "severity": "error",
-                    "code": "SANDBOX_TRAP",
-                    "message": detail,
-                    "hint": "This is a crash of the interpreter, not of your code; simplify the code or report it.",
-                    "error_class": "SandboxError",
-                }
+        if limit == "blocking_wait":
+            self._sandbox_error(
+                "BLOCKING_WAIT", _BLOCKING_WAIT, "Use time.sleep or asyncio (they wait through the host)."
             )
+            return
+        if limit.startswith("trap:"):
+            self._sandbox_error(
+                "SANDBOX_TRAP", f"The sandbox stopped with a WebAssembly trap: {limit.removeprefix('trap:')}",
+                "This is a crash of the interpreter, not of your code; simplify the code or report it.",
+            )  # fmt: skip
             return
         template, hint = _LIMIT_MESSAGES[limit]
         message = template.format(

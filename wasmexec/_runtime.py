@@ -46,6 +46,11 @@ def make_engine(fuel: bool) -> Engine:
     return Engine(config)
 
 
+def _import_named(component: Any, engine: Engine, prefix: str) -> str | None:
+    """The component's import whose name starts with `prefix` (it carries the WASI version)."""
+    return next((name for name in component.type.imports(engine) if name.startswith(prefix)), None)
+
+
 @dataclass
 class Prepared:
     """Everything needed to instantiate the guest for one limit mode."""
@@ -84,7 +89,7 @@ class Runtime:
                 component = self.artifacts.load_compiled(engine, engine_key(fuel))
                 linker = Linker(engine)
                 linker.add_wasip2()
-                _hostcalls.register(linker)
+                _hostcalls.register(linker, _import_named(component, engine, "wasi:clocks/monotonic-clock@"))
                 self._prepared[fuel] = Prepared(engine, component, linker, EpochTicker(engine), fuel)
             return self._prepared[fuel]
 

@@ -14,6 +14,15 @@ import math
 from typing import Any
 
 _MAX_DEPTH = 200
+#: A repr() longer than this is cut; a fallback should not blow the result size limit.
+_MAX_REPR = 10_000
+
+
+def _key_text(key: Any) -> str:
+    try:
+        return str(key)
+    except Exception:
+        return f"<unprintable {type(key).__name__}>"
 
 
 def to_jsonable(value: Any, warnings: list[str]) -> Any:
@@ -38,6 +47,10 @@ def _convert(value: Any, path: str, warnings: list[str], active: set[int], depth
         active.add(id(value))
         try:
             return _convert_container(value, path, warnings, active, depth + 1)
+        except RecursionError:
+            raise
+        except Exception:
+            return _fallback(value, path, warnings)
         finally:
             active.discard(id(value))
     return _fallback(value, path, warnings)
@@ -46,20 +59,25 @@ def _convert(value: Any, path: str, warnings: list[str], active: set[int], depth
 def _convert_container(value: Any, path: str, warnings: list[str], active: set[int], depth: int) -> Any:
     if isinstance(value, dict):
         return {
-            (key if isinstance(key, str) else str(key)): _convert(item, f"{path}[{key!r}]", warnings, active, depth)
+            (key if isinstance(key, str) else _key_text(key)): _convert(
+                item, f"{path}[{key!r}]", warnings, active, depth
+            )
             for key, item in value.items()
         }
     if isinstance(value, (set, frozenset)):
         try:
             value = sorted(value)
-        except TypeError:
+        except Exception:
             value = list(value)
     return [_convert(item, f"{path}[{index}]", warnings, active, depth) for index, item in enumerate(value)]
 
 
 def _fallback(value: Any, path: str, warnings: list[str]) -> str:
     warnings.append(f"{path}: {type(value).__name__} is not JSON; returned as its repr()")
-    return repr(value)
+    try:
+        return repr(value)[:_MAX_REPR]
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
 
 
 def dumps(value: Any) -> str:

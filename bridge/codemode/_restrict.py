@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.abc
+import io
 import sys
 import time
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ BLOCKED: dict[str, str] = {
     "multiprocessing": _NO_PROCESSES,
     "_multiprocessing": _NO_PROCESSES,
     "concurrent.futures.process": _NO_PROCESSES,
+    "concurrent.futures.thread": _NO_PROCESSES,
     "pty": _NO_PROCESSES,
     "ctypes": _NO_NATIVE,
     "_ctypes": _NO_NATIVE,
@@ -71,6 +73,21 @@ class _BlockedFinder(importlib.abc.MetaPathFinder):
         hint = hint_for(fullname)
         if hint is not None:
             raise SandboxImportError(fullname, hint)
+
+
+def buffer_stdio() -> None:
+    """Line-buffered stdout/stderr over a BufferedWriter.
+
+    The stock streams write straight to WASI, which takes at most 8 KiB per write
+    and reports short writes that the unbuffered stream ignores: long prints were
+    silently cut. A BufferedWriter retries until every byte is written.
+    """
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        raw = io.FileIO(fd, "w", closefd=False)
+        stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace",
+                                  line_buffering=True)  # fmt: skip
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 def install() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import builtins
+import collections
 import inspect
 import json
 import linecache
@@ -44,13 +45,46 @@ def run_to_json(code: str, options_json: str) -> str:
         options = json.loads(options_json or "{}")
     except ValueError:
         options = {}
-    report = _Run(code, options).execute()
+    try:
+        report = _Run(code, options).execute()
+    except BaseException as exc:
+        report = {
+            "ok": False,
+            "diagnostics": [],
+            "error": {
+                "type": "SandboxError",
+                "retryable": False,
+                "message": f"the run's outcome could not be reported ({type(exc).__name__} while reporting)",
+            },
+        }
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
     return json.dumps(report, ensure_ascii=False, separators=(",", ":"))
+
+
+def _safe_str(value: object) -> str:
+    """str() that survives objects whose __str__ raises or recurses."""
+    try:
+        return str(value)
+    except BaseException:
+        return f"<unprintable {type(value).__name__}>"
+
+
+def _sandbox_frames(tb: Any) -> list[dict[str, Any]]:
+    """The last frames of the traceback that are in the sandboxed code (walks lazily: a
+    RecursionError can carry a million frames)."""
+    last: collections.deque[dict[str, Any]] = collections.deque(maxlen=_MAX_FRAMES)
+    for frame, lineno in traceback.walk_tb(tb):
+        if frame.f_code.co_filename == FILENAME:
+            last.append({"line": lineno, "function": frame.f_code.co_name, "text": ""})
+    lines = linecache.getlines(FILENAME)
+    for entry in last:
+        if 0 < entry["line"] <= len(lines):
+            entry["text"] = lines[entry["line"] - 1].strip()
+    return list(last)
 
 
 def _import_hint(name: str | None) -> str:
@@ -173,13 +207,10 @@ class _Run:
             self._fail(exc, "UNCAUGHT_EXCEPTION", hint=getattr(exc, "hint", None))
 
     def _fail(self, exc: BaseException, code: str, message: str | None = None, hint: str | None = None) -> None:
-        message = message or "".join(traceback.format_exception_only(exc)).strip()
-        self.error = {"type": type(exc).__name__, "message": str(exc) or message, "retryable": False}
-        frames = [
-            {"line": frame.lineno, "function": frame.name, "text": (frame.line or "").strip()}
-            for frame in traceback.extract_tb(exc.__traceback__)
-            if frame.filename == FILENAME
-        ][-_MAX_FRAMES:]
+        text = _safe_str(exc)
+        message = message or (f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+        self.error = {"type": type(exc).__name__, "message": text or message, "retryable": False}
+        frames = _sandbox_frames(exc.__traceback__)
         line = frames[-1]["line"] if frames else None
         self._diagnose(
             "error", code, message, hint or _HINTS[code], error_class=type(exc).__name__, line=line, frames=frames

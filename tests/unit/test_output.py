@@ -1,6 +1,6 @@
 import time
 
-from wasmexec._output import MAX_LINE_BYTES, OutputCapture
+from wasmexec._output import OutputCapture
 
 
 def capture(stdout_cap: int = 100, stderr_cap: int = 100) -> OutputCapture:
@@ -40,8 +40,9 @@ def test_invalid_utf8_is_replaced_not_raised() -> None:
     assert out.finish()[0]["message"].endswith(" ok")
 
 
-def test_a_giant_line_is_split_into_bounded_entries() -> None:
-    out = capture(stdout_cap=3 * MAX_LINE_BYTES)
-    out.stdout.write(b"x" * (2 * MAX_LINE_BYTES + 5))
-    sizes = [len(e["message"]) for e in out.finish()]
-    assert sizes == [MAX_LINE_BYTES, MAX_LINE_BYTES, 5]
+def test_a_giant_line_stays_one_entry_up_to_the_cap() -> None:
+    out = capture(stdout_cap=40_000)
+    out.stdout.write(b"x" * 50_000)
+    entries = out.finish()
+    assert len(entries[0]["message"]) == 40_000
+    assert entries[-1]["level"] == "warn"

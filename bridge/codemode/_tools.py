@@ -1,0 +1,130 @@
+"""Builds the `servers.<module>` modules: one async function per tool, made on import.
+
+Each function accepts keyword arguments or a single dict, calls the host without
+blocking (so `asyncio.gather` runs calls concurrently), and carries a docstring
+and `__signature__` generated from the tool's schemas, so `help()` shows them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.abc
+import importlib.machinery
+import inspect
+import json
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+from codemode import _host, errors
+
+PACKAGE = "servers"
+
+
+def _parameter(spec: dict[str, Any]) -> inspect.Parameter | None:
+    name = spec.get("python_name")
+    if not name:
+        return None
+    default = inspect.Parameter.empty
+    if not spec.get("required"):
+        default = spec.get("default")
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=spec["annotation"])
+
+
+def _signature(tool: dict[str, Any]) -> inspect.Signature:
+    parameters = [p for p in map(_parameter, tool["parameters"]) if p is not None]
+    return inspect.Signature(parameters, return_annotation=tool.get("returns", "Any"))
+
+
+def _arguments(export_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    if not args:
+        return kwargs
+    if len(args) == 1 and isinstance(args[0], dict):
+        return {**args[0], **kwargs}
+    raise TypeError(f"{export_name}() takes keyword arguments or a single dict, not positional arguments")
+
+
+def make_tool_function(server_id: str, module: str, tool: dict[str, Any]) -> Any:
+    """An async function that calls one tool by its original protocol name."""
+    tool_name, export_name = tool["tool_name"], tool["export_name"]
+
+    async def call_tool(*args: Any, **kwargs: Any) -> Any:
+        arguments = _arguments(export_name, args, kwargs)
+        loop = asyncio.get_running_loop()
+        handle = _host.start_call(server_id, tool_name, arguments)
+        text = await loop.watch_host_call(handle)  # type: ignore[attr-defined]
+        return json.loads(text)
+
+    call_tool.__name__ = call_tool.__qualname__ = export_name
+    call_tool.__module__ = f"{PACKAGE}.{module}"
+    call_tool.__doc__ = tool.get("docstring") or tool.get("description") or ""
+    call_tool.__signature__ = _signature(tool)  # type: ignore[attr-defined]
+    call_tool.tool_name = tool_name  # type: ignore[attr-defined]
+    return call_tool
+
+
+def build_module(description: dict[str, Any]) -> ModuleType:
+    """A `servers.<module>` module from the host's description of a server."""
+    name = f"{PACKAGE}.{description['module']}"
+    module = ModuleType(name, description.get("description") or f"Tools of MCP server {description['server_id']!r}.")
+    module.__meta__ = {  # type: ignore[attr-defined]
+        "server_id": description["server_id"],
+        "server_name": description["server_name"],
+        "server_version": description["server_version"],
+        "tools": [
+            {"tool_name": t["tool_name"], "export_name": t["export_name"], "description": t["description"]}
+            for t in description["tools"]
+        ],
+    }
+    exported = []
+    for tool in description["tools"]:
+        setattr(module, tool["export_name"], make_tool_function(description["server_id"], description["module"], tool))
+        exported.append(tool["export_name"])
+    module.__all__ = sorted(exported)  # type: ignore[attr-defined]
+    module.__getattr__ = _missing_tool(description)  # type: ignore[attr-defined]
+    return module
+
+
+def _missing_tool(description: dict[str, Any]) -> Any:
+    def __getattr__(name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        _host.catalog("get_tool", {"server_id": description["server_id"], "tool_name": name})  # raises not found
+        raise errors.ToolNotFoundError(f"server {description['server_id']!r} has no tool {name!r}")
+
+    return __getattr__
+
+
+class _ServersLoader(importlib.abc.Loader):
+    def __init__(self, description: dict[str, Any]) -> None:
+        self.description = description
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return build_module(self.description)
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
+
+
+class ServersFinder(importlib.abc.MetaPathFinder):
+    """Answers `import servers.<module>` from the host's catalog."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if not fullname.startswith(PACKAGE + "."):
+            return None
+        module = fullname[len(PACKAGE) + 1 :]
+        if "." in module:
+            return None
+        description = _host.catalog("module", {"module": module})
+        return importlib.machinery.ModuleSpec(fullname, _ServersLoader(description))
+
+
+def install() -> None:
+    """Registers the finder (the `servers` package itself is a plain namespace)."""
+    package = ModuleType(PACKAGE, "One module per configured MCP server: `import servers.<name>`.")
+    package.__path__ = []  # a package, so `import servers.x` reaches the finder
+    sys.modules[PACKAGE] = package
+    sys.meta_path.append(ServersFinder())

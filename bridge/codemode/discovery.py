@@ -1,0 +1,71 @@
+"""Find the tools of the configured MCP servers, without loading every schema.
+
+    from codemode import discovery
+    discovery.list_servers()                      # [{server_id, server_name, module}]
+    discovery.search_tools("create issue")        # {query, results: [{server_id, tool_name, export_name, ...}]}
+    discovery.get_tool("github", "create_issue")  # full detail: schemas, Python signature, docstring
+
+Then call a tool as a Python function: ``import servers.github as gh; await gh.create_issue(...)``.
+
+Detail levels: ``"name"`` (tool_name, export_name), ``"description"`` (+ description,
+annotations), ``"full"`` (+ input_schema, output_schema, signature).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from codemode import _host
+
+__all__ = ["describe_server", "get_tool", "list_servers", "list_tools", "search_tools", "spec_version"]
+
+
+#: The version of this discovery API.
+spec_version = "1.0"
+
+
+def list_servers() -> list[dict[str, Any]]:
+    """Every configured server: ``[{"server_id", "server_name", "module"}]``.
+
+    Example: ``[s["server_id"] for s in discovery.list_servers()]``
+    """
+    return _host.catalog("list_servers", {})  # type: ignore[no-any-return]
+
+
+def describe_server(server_id: str) -> dict[str, Any]:
+    """One server: id, name, module, description, version, instructions, tool_count.
+
+    Example: ``discovery.describe_server("github")["tool_count"]``
+    """
+    return _host.catalog("describe_server", {"server_id": server_id})  # type: ignore[no-any-return]
+
+
+def list_tools(server_id: str, detail: str = "description") -> list[dict[str, Any]]:
+    """The tools of one server at a detail level ("name", "description" or "full").
+
+    Example: ``[t["export_name"] for t in discovery.list_tools("github", detail="name")]``
+    """
+    return _host.catalog("list_tools", {"server_id": server_id, "detail": detail})  # type: ignore[no-any-return]
+
+
+def get_tool(server_id: str, tool_name: str) -> dict[str, Any]:
+    """One tool at full detail: schemas, Python ``signature`` and ``docstring``.
+
+    ``tool_name`` may be the protocol name or the Python name.
+    Example: ``print(discovery.get_tool("github", "create_issue")["signature"])``
+    """
+    return _host.catalog("get_tool", {"server_id": server_id, "tool_name": tool_name})  # type: ignore[no-any-return]
+
+
+def search_tools(
+    query: str, detail: str = "description", server_id: str | None = None, limit: int = 10
+) -> dict[str, Any]:
+    """Ranks tools by how well their name and description match ``query``.
+
+    Exact names first, then word and substring matches, then fuzzy ones.
+    Example: ``discovery.search_tools("send email", limit=3)["results"]``
+    """
+    request: dict[str, Any] = {"query": query, "detail": detail, "limit": limit}
+    if server_id is not None:
+        request["server_id"] = server_id
+    return _host.catalog("search_tools", request)  # type: ignore[no-any-return]

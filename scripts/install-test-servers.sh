@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Installs the third-party MCP servers that tests/servers/test_servers_smoke.py (and later integration
+# tests) start as real subprocesses. Every version is pinned; nothing is downloaded but npm and PyPI
+# packages.
+#
+#   npm:  @modelcontextprotocol/server-everything, -filesystem, -memory  -> tests/servers/node/node_modules
+#         (versions pinned exactly in tests/servers/node/package.json, resolved in its package-lock.json)
+#   PyPI: mcp-server-time                                                 -> the current Python environment
+#
+# Usage: scripts/install-test-servers.sh        (PYTHON=/path/to/python overrides the interpreter)
+# Idempotent: a second run only checks that what is installed matches the pins.
+set -euo pipefail
+
+MCP_SERVER_TIME_VERSION="2026.10.19"
+NPM_PACKAGES=(
+    "@modelcontextprotocol/server-everything"
+    "@modelcontextprotocol/server-filesystem"
+    "@modelcontextprotocol/server-memory"
+)
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+NODE_DIR="$ROOT/tests/servers/node"
+STAMP="$NODE_DIR/node_modules/.install-test-servers.stamp"
+
+log() { printf '[install-test-servers] %s\n' "$*"; }
+die() {
+    printf '[install-test-servers] ERROR: %s\n' "$*" >&2
+    exit 1
+}
+
+# --- Node: the npm reference servers -------------------------------------------------------------
+command -v node >/dev/null 2>&1 || die "node is not installed (Node >= 18 is needed for the npm servers)"
+command -v npm >/dev/null 2>&1 || die "npm is not installed"
+log "node $(node --version), npm $(npm --version)"
+[[ -f "$NODE_DIR/package.json" ]] || die "missing $NODE_DIR/package.json"
+
+lock_digest() { cat "$NODE_DIR/package.json" "$NODE_DIR/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1; }
+
+bins_present() {
+    local name
+    for name in mcp-server-everything mcp-server-filesystem mcp-server-memory; do
+        [[ -x "$NODE_DIR/node_modules/.bin/$name" ]] || return 1
+    done
+}
+
+cd "$NODE_DIR"
+if [[ -f package-lock.json && -f "$STAMP" && "$(cat "$STAMP")" == "$(lock_digest)" ]] && bins_present; then
+    log "npm servers already installed from package-lock.json: nothing to do"
+elif [[ -f package-lock.json ]]; then
+    log "npm ci in tests/servers/node (exact versions from package-lock.json)"
+    npm ci --no-audit --no-fund
+    lock_digest >"$STAMP"
+else
+    log "no package-lock.json yet: npm install in tests/servers/node (commit the lock file it writes)"
+    npm install --no-audit --no-fund --save-exact
+    lock_digest >"$STAMP"
+fi
+bins_present || die "npm finished but a server binary is missing from $NODE_DIR/node_modules/.bin"
+for pkg in "${NPM_PACKAGES[@]}"; do
+    version="$(node -p "require('./node_modules/$pkg/package.json').version")"
+    log "  $pkg@$version"
+done
+log "  (TypeScript SDK @modelcontextprotocol/sdk@$(node -p "require('./node_modules/@modelcontextprotocol/sdk/package.json').version"))"
+log "  binaries: tests/servers/node/node_modules/.bin/mcp-server-{everything,filesystem,memory}"
+cd "$ROOT"
+
+# --- Python: mcp-server-time into the current environment ----------------------------------------
+PYTHON="${PYTHON:-$(command -v python || command -v python3 || true)}"
+[[ -n "$PYTHON" ]] || die "no python or python3 on PATH (set PYTHON=...)"
+log "python: $("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+
+installed_time_version() {
+    "$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp-server-time"))' 2>/dev/null || true
+}
+
+if [[ "$(installed_time_version)" == "$MCP_SERVER_TIME_VERSION" ]]; then
+    log "mcp-server-time==$MCP_SERVER_TIME_VERSION already installed: nothing to do"
+else
+    log "pip install mcp-server-time==$MCP_SERVER_TIME_VERSION"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check "mcp-server-time==$MCP_SERVER_TIME_VERSION"
+fi
+[[ "$(installed_time_version)" == "$MCP_SERVER_TIME_VERSION" ]] || die "mcp-server-time $MCP_SERVER_TIME_VERSION is not importable"
+"$PYTHON" -c 'import mcp_server_time' || die "mcp_server_time does not import"
+log "  mcp-server-time==$MCP_SERVER_TIME_VERSION (start: $PYTHON -m mcp_server_time --local-timezone UTC)"
+log "  with mcp==$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+log "done"

@@ -1,0 +1,124 @@
+"""Files: the sandbox has no preopened directories, so no host file can be read or written."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import data_of, diagnostic, error_of
+from tests.security._support import assert_host_survives, run
+from wasmexec import Runtime, Sandbox
+
+
+def test_reading_etc_passwd_fails_inside_the_sandbox(sandbox: Sandbox, runtime: Runtime) -> None:
+    result = sandbox.run_sync("open('/etc/passwd').read()")
+    error = error_of(result)
+    assert error["type"] == "FileNotFoundError"
+    assert "root:" not in str(result)
+    assert diagnostic(result, "UNCAUGHT_EXCEPTION")["error_class"] == "FileNotFoundError"
+    assert_host_survives(runtime)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import os\nos.open('/etc/passwd', os.O_RDONLY)",
+        "import pathlib\npathlib.Path('/etc/passwd').read_text()",
+        "import io\nio.FileIO('/etc/passwd').read()",
+        "open('/etc/hostname', 'rb').read()",
+        "open('/proc/self/environ', 'rb').read()",
+        "open('/proc/self/maps').read()",
+        "open('/dev/urandom', 'rb').read(4)",
+    ],
+)
+def test_every_way_of_opening_a_host_file_fails(runtime: Runtime, code: str) -> None:
+    error = error_of(run(runtime, code))
+    assert error["type"] == "FileNotFoundError", error
+    assert_host_survives(runtime)
+
+
+def test_listing_the_root_directory_fails_inside_the_sandbox(sandbox: Sandbox, runtime: Runtime) -> None:
+    assert error_of(sandbox.run_sync("import os\nos.listdir('/')"))["type"] == "FileNotFoundError"
+    assert error_of(sandbox.run_sync("import os\nlist(os.scandir('.'))"))["type"] == "FileNotFoundError"
+    assert_host_survives(runtime)
+
+
+def test_no_host_path_exists_from_inside_the_sandbox(sandbox: Sandbox) -> None:
+    paths = ["/", ".", "/tmp", "/etc", "/proc", "/home", "/root", "/dev", os.getcwd(), str(Path.home())]
+    code = f"import os\n[os.path.exists(p) for p in {paths!r}]"
+    assert data_of(sandbox.run_sync(code)) == [False] * len(paths)
+
+
+def test_the_interpreters_own_files_are_not_readable_either(sandbox: Sandbox) -> None:
+    # sys.path names the directories the interpreter was built from; none is mounted at run time.
+    code = (
+        "import os, sys\n"
+        "[p for p in sys.path if os.path.exists(p)] + "
+        "[p for p in ('/python', '/0', '/0/app.py', '/bundled') if os.path.exists(p)]"
+    )
+    assert data_of(sandbox.run_sync(code)) == []
+
+
+def test_writing_a_file_in_tmp_leaves_nothing_on_the_host(sandbox: Sandbox, runtime: Runtime) -> None:
+    name = f"/tmp/wasmexec-breakout-{uuid.uuid4().hex}"
+    code = (
+        "outcomes = []\n"
+        f"for attempt in (lambda: open({name!r}, 'w').write('pwned'),\n"
+        f"                lambda: __import__('os').open({name!r}, 0o101, 0o644),\n"
+        f"                lambda: __import__('pathlib').Path({name!r}).write_bytes(b'pwned')):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        outcomes.append('written')\n"
+        "    except OSError as exc:\n"
+        "        outcomes.append(type(exc).__name__)\n"
+        "result = outcomes"
+    )
+    outcomes = data_of(sandbox.run_sync(code))
+    assert "written" not in outcomes
+    assert not Path(name).exists()
+    assert_host_survives(runtime)
+
+
+def test_writing_to_a_host_directory_given_by_absolute_path_leaves_nothing(
+    sandbox: Sandbox, runtime: Runtime, tmp_path: Path
+) -> None:
+    target = tmp_path / "escaped.txt"
+    result = sandbox.run_sync(f"open({str(target)!r}, 'w').write('pwned')")
+    assert error_of(result)["type"] == "FileNotFoundError"
+    assert list(tmp_path.iterdir()) == []
+    assert_host_survives(runtime)
+
+
+def test_a_relative_path_write_fails_and_lands_nowhere_on_the_host(sandbox: Sandbox, runtime: Runtime) -> None:
+    name = f"wasmexec-relative-{uuid.uuid4().hex}.txt"
+    result = sandbox.run_sync(f"open({name!r}, 'w').write('pwned')")
+    assert error_of(result)["type"] == "FileNotFoundError"
+    for directory in (Path.cwd(), Path("/tmp"), Path.home(), Path("/")):
+        assert not (directory / name).exists()
+    assert_host_survives(runtime)
+
+
+def test_making_directories_and_symlinks_fails(sandbox: Sandbox) -> None:
+    code = (
+        "import os\n"
+        "outcomes = []\n"
+        "for attempt in (lambda: os.mkdir('/tmp/wasmexec-dir'), lambda: os.makedirs('a/b/c'),\n"
+        "                lambda: os.symlink('/etc/passwd', 'link'), lambda: os.chdir('/etc')):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "        outcomes.append('done')\n"
+        "    except OSError as exc:\n"
+        "        outcomes.append(type(exc).__name__)\n"
+        "result = outcomes"
+    )
+    assert "done" not in data_of(sandbox.run_sync(code))
+
+
+def test_the_working_directory_is_not_the_hosts(sandbox: Sandbox) -> None:
+    cwd = data_of(sandbox.run_sync("import os\nos.getcwd()"))
+    assert cwd == "/"
+    assert cwd != os.getcwd()
+    assert error_of(sandbox.run_sync("import os\nos.listdir(os.getcwd())"))["type"] == "FileNotFoundError"

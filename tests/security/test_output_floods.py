@@ -1,0 +1,96 @@
+"""Output floods: stdout and stderr are capped, and what was cut is reported."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import data_of, diagnostic
+from tests.security._support import assert_host_survives, log_text, run, timed_run
+from wasmexec import Runtime
+
+PROMPT_S = 5.0
+
+
+def _kept_bytes(result: dict[str, Any], level: str) -> int:
+    """Bytes of the messages kept at `level` (newlines, which the cap also counts, excluded)."""
+    return sum(len(entry["message"].encode()) for entry in result["logs"] if entry["level"] == level)
+
+
+def _warnings(result: dict[str, Any]) -> list[str]:
+    return [entry["message"] for entry in result["logs"] if entry["level"] == "warn"]
+
+
+def test_a_print_flood_is_capped_and_the_cut_is_reported(runtime: Runtime) -> None:
+    code = "for i in range(3000):\n    print('flood line', i)\nresult = 'done'"
+    result, elapsed = timed_run(runtime, code, max_stdout_bytes=1000)
+    assert data_of(result) == "done"
+    assert _kept_bytes(result, "log") <= 1000
+    assert result["logs"][0]["message"] == "flood line 0"
+    warnings = _warnings(result)
+    assert len(warnings) == 1
+    assert result["logs"][-1]["level"] == "warn"
+    assert "stdout" in warnings[0] and "1000" in warnings[0] and "dropped" in warnings[0]
+    assert diagnostic(result, "LOGS_TRUNCATED")["severity"] == "warning"
+    assert elapsed < PROMPT_S
+    assert_host_survives(runtime)
+
+
+def test_a_single_huge_line_is_capped_and_the_cut_is_reported(runtime: Runtime) -> None:
+    result = run(runtime, "print('x' * 10_000_000)\nresult = 'done'", max_stdout_bytes=1000)
+    assert data_of(result) == "done"
+    assert _kept_bytes(result, "log") <= 1000
+    assert any("stdout" in warning for warning in _warnings(result))
+    diagnostic(result, "LOGS_TRUNCATED")
+    assert_host_survives(runtime)
+
+
+def test_a_stderr_flood_is_capped_and_the_cut_is_reported(runtime: Runtime) -> None:
+    code = "import sys\nfor i in range(3000):\n    sys.stderr.write(f'error line {i}\\n')\nresult = 'done'"
+    result, elapsed = timed_run(runtime, code, max_stderr_bytes=1000)
+    assert data_of(result) == "done"
+    assert _kept_bytes(result, "error") <= 1000
+    assert any("stderr" in warning for warning in _warnings(result))
+    diagnostic(result, "LOGS_TRUNCATED")
+    assert elapsed < PROMPT_S
+
+
+def test_output_written_straight_to_the_file_descriptors_is_capped_too(runtime: Runtime) -> None:
+    code = "import os\nfor _ in range(2000):\n    os.write(1, b'a' * 100)\n    os.write(2, b'b' * 100)"
+    result = run(runtime, code, max_stdout_bytes=500, max_stderr_bytes=500)
+    assert len(log_text(result, "log")) <= 500
+    assert len(log_text(result, "error")) <= 500
+    assert len(_warnings(result)) == 2
+    diagnostic(result, "LOGS_TRUNCATED")
+
+
+def test_a_zero_byte_cap_keeps_no_output_but_says_so(runtime: Runtime) -> None:
+    result = run(runtime, "print('secret plan')\nresult = 1", max_stdout_bytes=0)
+    assert data_of(result) == 1
+    assert "secret plan" not in log_text(result)
+    assert len(_warnings(result)) == 1
+    diagnostic(result, "LOGS_TRUNCATED")
+
+
+def test_a_long_line_under_the_cap_arrives_as_one_entry(runtime: Runtime) -> None:
+    code = "import sys\nfor _ in range(10):\n    sys.stdout.write('y' * 4000)\nsys.stdout.write('\\n')"
+    result = run(runtime, code)
+    entries = [entry["message"] for entry in result["logs"] if entry["level"] == "log"]
+    assert entries == ["y" * 40_000]  # one line, one entry: a secret in it is never cut in two
+
+
+def test_replacing_sys_stdout_inside_does_not_break_the_run_or_the_next_one(runtime: Runtime) -> None:
+    code = "import io, sys\nsys.stdout = io.StringIO()\nsys.stderr = None\nprint('hidden')\nresult = 'ok'"
+    assert data_of(run(runtime, code)) == "ok"
+    assert data_of(run(runtime, "import sys\nsys.stdout.close()\nresult = 'closed'")) == "closed"
+    result = run(runtime, "print('visible')")
+    assert log_text(result) == "visible"
+
+
+def test_a_long_print_under_the_cap_arrives_whole(runtime: Runtime) -> None:
+    result = run(runtime, "print('x' * 20_000)")
+    assert len(log_text(result, "log").replace("\n", "")) == 20_000
+
+
+def test_a_single_huge_line_under_the_default_cap_is_reported_as_cut(runtime: Runtime) -> None:
+    result = run(runtime, "print('x' * 10_000_000)")
+    diagnostic(result, "LOGS_TRUNCATED")

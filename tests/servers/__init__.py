@@ -1,0 +1,1 @@
+"""MCP test servers (run as scripts) and their smoke tests."""

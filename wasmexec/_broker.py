@@ -1,0 +1,296 @@
+"""The tool host: answers the sandbox's discovery queries and tool calls.
+
+Runs on the host, between the guest's host functions (called on wasm worker
+threads) and the async `Pool` (on the broker's own event loop thread, a blocking
+portal). Every call is checked against the run's frozen catalog, validated against
+the tool's input schema before the server sees it, bounded by the run's deadline,
+traced (never its arguments or results) and cancelled when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import anyio.from_thread
+
+from wasmexec import _stubs
+from wasmexec._catalog import DETAILS, SPEC_VERSION, Catalog, ToolEntry
+from wasmexec._config import Config
+from wasmexec._hostcalls import MAX_PAYLOAD_BYTES, HostCallError, RunState
+from wasmexec._pool import Listing, Pool, ServerUnavailable
+from wasmexec._redact import Redactor
+from wasmexec._schema_cache import SchemaCache, cache_key
+from wasmexec._validation import validate_arguments
+
+#: Discovery must answer quickly even when the run has a long deadline.
+MAX_DISCOVERY_WAIT_S = 60.0
+#: Search results per query unless the code asks for more.
+DEFAULT_SEARCH_LIMIT = 10
+
+
+class Broker:
+    """Connects sandbox runs to the configured MCP servers. A context manager; close is idempotent."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        cache_path: Path | None = None,
+        redactor: Redactor | None = None,
+        errlog: TextIO | None = None,
+        warn: Any = None,
+    ) -> None:
+        self.config = config
+        self.redactor = redactor or Redactor()
+        for server in config.servers.values():
+            for secret in server.secrets():
+                self.redactor.add_secret(secret)
+        self.cache = SchemaCache(cache_path, warn=warn)
+        self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr)
+        self._portal_cm: Any = None
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+        self._pool_cm: Any = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> Broker:
+        self.open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def open(self) -> None:
+        if self._portal is not None:
+            return
+        self._portal_cm = anyio.from_thread.start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        self._pool_cm = self._portal.wrap_async_context_manager(self.pool)
+        self._pool_cm.__enter__()
+
+    def close(self) -> None:
+        """Stops every server process and the broker's event loop thread."""
+        if self._portal is None:
+            return
+        try:
+            self._pool_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+            self._portal = None
+
+    @property
+    def portal(self) -> anyio.from_thread.BlockingPortal:
+        if self._portal is None:
+            self.open()
+        assert self._portal is not None
+        return self._portal
+
+    # -- listings ---------------------------------------------------------------------------
+    def _key(self, server_id: str) -> str:
+        return cache_key(server_id, self.config.servers[server_id].fingerprint)
+
+    def _tools_changed(self, server_id: str) -> None:
+        self.cache.invalidate(self._key(server_id))  # takes effect from the next run
+
+    def fetch_listings(self, server_ids: list[str], timeout: float, warnings: list[str]) -> dict[str, Listing]:
+        """Listings from the cache, else from the servers in parallel; stale ones if a server fails."""
+        found: dict[str, Listing] = {}
+        missing = []
+        for server_id in server_ids:
+            entry = self.cache.get(self._key(server_id))
+            if entry is not None:
+                found[server_id] = Listing.from_json(entry.value)
+            else:
+                missing.append(server_id)
+        if missing:
+            fetched = self.portal.call(self._list_many, missing, min(timeout, MAX_DISCOVERY_WAIT_S))
+            for server_id, outcome in fetched.items():
+                found.update(self._settle(server_id, outcome, warnings))
+        return found
+
+    def _settle(self, server_id: str, outcome: Listing | ServerUnavailable, warnings: list[str]) -> dict[str, Listing]:
+        if isinstance(outcome, Listing):
+            self.cache.put(self._key(server_id), outcome.to_json())
+            return {server_id: outcome}
+        stale = self.cache.get_stale(self._key(server_id))
+        if stale is not None:
+            warnings.append(f"server {server_id!r} is unavailable ({outcome}); using its cached tool list")
+            return {server_id: Listing.from_json(stale.value)}
+        warnings.append(str(outcome))
+        return {}
+
+    async def _list_many(self, server_ids: list[str], timeout: float) -> dict[str, Listing | ServerUnavailable]:
+        results: dict[str, Listing | ServerUnavailable] = {}
+
+        async def one(server_id: str) -> None:
+            try:
+                results[server_id] = await self.pool.list_tools(server_id, timeout)
+            except ServerUnavailable as exc:
+                results[server_id] = exc
+
+        async with anyio.create_task_group() as group:
+            for server_id in server_ids:
+                group.start_soon(one, server_id)
+        return results
+
+    def refresh(self, server_ids: list[str], timeout: float = MAX_DISCOVERY_WAIT_S) -> dict[str, str]:
+        """Re-lists servers now (the `tools refresh` command): server id → "ok" or the error."""
+        for server_id in server_ids:
+            self.cache.invalidate(self._key(server_id))
+        warnings: list[str] = []
+        found = self.fetch_listings(server_ids, timeout, warnings)
+        return {sid: "ok" if sid in found else next((w for w in warnings if repr(sid) in w), "failed")
+                for sid in server_ids}  # fmt: skip
+
+    def catalog_for(self, run: RunState | None = None) -> Catalog:
+        """The run's frozen catalog (created on its first use)."""
+        if run is not None and isinstance(run.catalog, Catalog):
+            return run.catalog
+        warnings: list[str] = run.warnings if run is not None else []
+
+        def fetch(server_ids: list[str]) -> dict[str, Listing]:
+            timeout = run.remaining() if run is not None else MAX_DISCOVERY_WAIT_S
+            listings = self.fetch_listings(server_ids, timeout, warnings)
+            unavailable = [sid for sid in server_ids if sid not in listings]
+            if len(server_ids) == 1 and unavailable:
+                raise HostCallError(
+                    "unavailable",
+                    warnings[-1] if warnings else f"server {unavailable[0]!r} failed",
+                    "The server could not be reached; try again later or check its config.",
+                )
+            return listings
+
+        catalog = Catalog(self.config.servers, fetch)
+        if run is not None:
+            run.catalog = catalog
+        return catalog
+
+    # -- ToolHost ---------------------------------------------------------------------------
+    def catalog(self, run: RunState, op: str, request: Any) -> Any:
+        if not isinstance(request, dict):
+            raise HostCallError("invalid-argument", "the request must be a JSON object")
+        catalog = self.catalog_for(run)
+        detail = request.get("detail", "description")
+        if detail not in DETAILS:
+            raise HostCallError("invalid-argument", f"detail must be one of {list(DETAILS)}, not {detail!r}")
+        if op == "spec_version":
+            return SPEC_VERSION
+        if op == "list_servers":
+            return [catalog.server_view(server_id) for server_id in catalog.servers]
+        if op == "describe_server":
+            return catalog.server_view(_text(request, "server_id"), describe=True)
+        if op == "list_tools":
+            server_id = catalog.server_id(_text(request, "server_id"))
+            return [catalog.tool_view(entry, detail) for entry in catalog.tools(server_id).values()]
+        if op == "get_tool":
+            entry = catalog.tool(_text(request, "server_id"), _text(request, "tool_name"))
+            return {**catalog.tool_view(entry, "full", with_server=True),
+                    "docstring": _stubs.tool_docstring(entry.export_name, entry.tool)}  # fmt: skip
+        if op == "search_tools":
+            limit = request.get("limit", DEFAULT_SEARCH_LIMIT)
+            if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+                raise HostCallError("invalid-argument", f"limit must be a positive integer, not {limit!r}")
+            return catalog.search(_text(request, "query"), detail, request.get("server_id"), limit)
+        if op == "module":
+            return catalog.module(_text(request, "module"))
+        raise HostCallError("invalid-argument", f"unknown catalog operation {op!r}")
+
+    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+        entry = self.catalog_for(run).tool(server_id, tool_name)
+        if not isinstance(arguments, dict):
+            raise HostCallError("invalid-argument", f"arguments to {entry.export_name} must be a JSON object")
+        validate_arguments(entry, arguments)
+        future: Future[str] = self.portal.start_task_soon(self._call, run, entry, arguments)
+        run.track(future)
+        future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
+
+    async def _call(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any]) -> str:
+        started = time.monotonic()
+        error: HostCallError | None = None
+        try:
+            result = await self.pool.call_tool(entry.server_id, entry.tool_name, arguments, run.remaining())
+            text = _encode(unwrap(result), entry)
+        except ServerUnavailable as exc:
+            error = HostCallError("unavailable", str(exc), exc.hint)
+        except HostCallError as exc:
+            error = exc
+        except Exception as exc:
+            error = self._protocol_error(entry, exc)
+        finally:
+            duration = round((time.monotonic() - started) * 1000, 3)
+            trace: dict[str, Any] = {"server_id": entry.server_id, "tool_name": entry.tool_name,
+                                     "duration_ms": duration, "ok": error is None}  # fmt: skip
+            if error is not None:
+                trace["error"] = f"{error.kind}: {error.message}"[:500]
+            run.tool_trace.append(trace)  # type: ignore[arg-type]
+        if error is not None:
+            raise error
+        return text
+
+    def _protocol_error(self, entry: ToolEntry, exc: Exception) -> HostCallError:
+        code = getattr(exc, "code", None)
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        if code == -32602:  # the server disagrees with the schema we validated against: it may be stale
+            self.cache.invalidate(self._key(entry.server_id))
+            return HostCallError(
+                "invalid-argument",
+                f"{entry.tool_name}: {message}",
+                "The server rejected the arguments; its schema may have changed. Check get_tool().",
+            )
+        if code in (401, 403) or "401" in message or "Unauthorized" in message:
+            return HostCallError("authentication", f"{entry.server_id}: {message}")
+        return HostCallError(
+            "tool-error", f"{entry.tool_name} failed: {message}", "The server reported an error; read the message."
+        )
+
+
+def _text(request: dict[str, Any], key: str) -> str:
+    value = request.get(key)
+    if not isinstance(value, str) or not value:
+        raise HostCallError("invalid-argument", f"{key} must be a non-empty string")
+    return value
+
+
+def unwrap(result: Any) -> Any:
+    """structuredContent if present; one text block → str; otherwise the whole result (wire form)."""
+    if result.is_error:
+        texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
+        raise HostCallError(
+            "tool-error",
+            "\n".join(texts) or "the tool reported an error",
+            "The server reported an error; read the message.",
+        )
+    if result.structured_content is not None:
+        return result.structured_content
+    content = result.content
+    if len(content) == 1 and getattr(content[0], "type", None) == "text":
+        return content[0].text
+    return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def _encode(value: Any, entry: ToolEntry) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if len(text) > MAX_PAYLOAD_BYTES:
+        raise HostCallError(
+            "limit-exceeded",
+            f"{entry.tool_name} returned {len(text)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
+            "Ask the tool for less (filter, paginate).",
+            limit="payload_bytes",
+        )
+    return text
+
+
+def _outcome(future: Future[str]) -> str | HostCallError:
+    if future.cancelled():
+        return HostCallError("limit-exceeded", "the call was cancelled because the run ended", limit="cancelled")
+    error = future.exception()
+    if error is None:
+        return future.result()
+    if isinstance(error, HostCallError):
+        return error
+    return HostCallError("internal", f"host error: {type(error).__name__}: {error}")

@@ -1,0 +1,212 @@
+"""Servers → tools, as agent code discovers them: names, detail levels, search, modules.
+
+A `Catalog` is a frozen view for one run: listings are fetched lazily (through
+`fetch`) the first time a run needs a server and then never change during it.
+Errors are `HostCallError`s, ready to cross into the sandbox.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from wasmexec import _stubs
+from wasmexec._config import ServerConfig
+from wasmexec._hostcalls import HostCallError
+from wasmexec._naming import export_names, module_names
+from wasmexec._pool import Listing
+
+Detail = Literal["name", "description", "full"]
+DETAILS: tuple[Detail, ...] = ("name", "description", "full")
+#: The version of the discovery API (`codemode.discovery.spec_version`).
+SPEC_VERSION = "1.0"
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    server_id: str
+    tool_name: str
+    export_name: str
+    tool: dict[str, Any]
+    """The tool in MCP wire form (name, description, inputSchema, outputSchema, annotations)."""
+
+    @property
+    def description(self) -> str:
+        return str(self.tool.get("description") or "")
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.tool.get("inputSchema")
+        return schema if isinstance(schema, dict) else {"type": "object"}
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> list[str]:
+    """Up to three close matches, best first."""
+    return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
+
+
+def _suggest(name: str, candidates: Iterable[str]) -> str:
+    close = did_you_mean(name, candidates)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+class Catalog:
+    """What one run sees of the configured servers."""
+
+    def __init__(self, servers: dict[str, ServerConfig], fetch: Callable[[list[str]], dict[str, Listing]]) -> None:
+        self.servers = servers
+        self._fetch = fetch
+        self._listings: dict[str, Listing] = {}
+        self._tools: dict[str, dict[str, ToolEntry]] = {}
+        self.module_names = module_names(servers)
+        self._by_module = {module: server_id for server_id, module in self.module_names.items()}
+
+    # -- lookups -------------------------------------------------------------------------
+    def server_id(self, server_id: str) -> str:
+        """Checks a server id (a module name is accepted too)."""
+        if server_id in self.servers:
+            return server_id
+        if server_id in self._by_module:
+            return self._by_module[server_id]
+        raise HostCallError(
+            "not-found", f"no MCP server {server_id!r} is configured.{_suggest(server_id, self.servers)}",
+            "Use discovery.list_servers() to see the configured servers.", what="server", name=server_id,
+        )  # fmt: skip
+
+    def listing(self, server_id: str) -> Listing:
+        server_id = self.server_id(server_id)
+        if server_id not in self._listings:
+            self._remember(self._fetch([server_id]))
+        return self._listings[server_id]
+
+    def tools(self, server_id: str) -> dict[str, ToolEntry]:
+        server_id = self.server_id(server_id)
+        if server_id not in self._tools:
+            tools = self.listing(server_id).tools
+            names = export_names(tool["name"] for tool in tools)
+            self._tools[server_id] = {
+                tool["name"]: ToolEntry(server_id, tool["name"], names[tool["name"]], tool) for tool in tools
+            }
+        return self._tools[server_id]
+
+    def tool(self, server_id: str, name: str) -> ToolEntry:
+        """A tool by its protocol name or its Python name."""
+        tools = self.tools(server_id)
+        if name in tools:
+            return tools[name]
+        for entry in tools.values():
+            if entry.export_name == name:
+                return entry
+        candidates = [*tools, *(entry.export_name for entry in tools.values())]
+        raise HostCallError(
+            "not-found", f"server {server_id!r} has no tool {name!r}.{_suggest(name, candidates)}",
+            f"Use discovery.list_tools({server_id!r}) or discovery.search_tools(...).",
+            what="tool", server_id=server_id, name=name,
+        )  # fmt: skip
+
+    def _remember(self, listings: dict[str, Listing]) -> None:
+        self._listings.update(listings)
+
+    def prefetch(self, server_ids: list[str]) -> None:
+        """Fetches the listings not yet known, in parallel (failures are the fetcher's to report)."""
+        missing = [server_id for server_id in server_ids if server_id not in self._listings]
+        if missing:
+            self._remember(self._fetch(missing))
+
+    # -- views -------------------------------------------------------------------------
+    def server_view(self, server_id: str, *, describe: bool = False) -> dict[str, Any]:
+        server_id = self.server_id(server_id)
+        listing = self._listings.get(server_id)
+        view: dict[str, Any] = {
+            "server_id": server_id,
+            "server_name": listing.server_name if listing else server_id,
+            "module": self.module_names[server_id],
+        }
+        if describe:
+            listing = self.listing(server_id)
+            view["server_name"] = listing.server_name
+            view.update({"description": self.servers[server_id].description or listing.title or "",
+                         "version": listing.server_version, "instructions": listing.instructions or "",
+                         "tool_count": len(listing.tools)})  # fmt: skip
+        return view
+
+    def tool_view(self, entry: ToolEntry, detail: Detail, *, with_server: bool = False) -> dict[str, Any]:
+        view: dict[str, Any] = {"server_id": entry.server_id} if with_server else {}
+        view.update({"tool_name": entry.tool_name, "export_name": entry.export_name})
+        if detail in ("description", "full"):
+            view["description"] = entry.description
+            view["annotations"] = entry.tool.get("annotations") or {}
+        if detail == "full":
+            view["input_schema"] = entry.input_schema
+            view["output_schema"] = entry.tool.get("outputSchema")
+            view["signature"] = _stubs.tool_signature(entry.export_name, entry.tool)
+        return view
+
+    def search(self, query: str, detail: Detail, server_id: str | None, limit: int) -> dict[str, Any]:
+        server_ids = [self.server_id(server_id)] if server_id else list(self.servers)
+        self.prefetch(server_ids)
+        entries = [entry for sid in server_ids if sid in self._listings for entry in self.tools(sid).values()]
+        ranked = sorted(
+            ((score, entry) for entry in entries if (score := rank(query, entry)) > 0),
+            key=lambda pair: (-pair[0], pair[1].server_id, pair[1].tool_name),
+        )
+        results = [self.tool_view(entry, detail, with_server=True) for _, entry in ranked[:limit]]
+        return {"query": query, "results": results}
+
+    def module(self, module_name: str) -> dict[str, Any]:
+        """Everything the guest needs to build `servers.<module_name>`."""
+        server_id = self.server_id(module_name)
+        listing = self.listing(server_id)
+        tools = []
+        for entry in self.tools(server_id).values():
+            tools.append({
+                "tool_name": entry.tool_name, "export_name": entry.export_name, "description": entry.description,
+                "parameters": _stubs.tool_parameters(entry.tool),
+                "returns": _return_annotation(entry.tool),
+                "docstring": _stubs.tool_docstring(entry.export_name, entry.tool),
+            })  # fmt: skip
+        return {
+            "server_id": server_id, "module": self.module_names[server_id], "server_name": listing.server_name,
+            "server_version": listing.server_version, "description": self.servers[server_id].description,
+            "tools": tools,
+        }  # fmt: skip
+
+
+def _return_annotation(tool: dict[str, Any]) -> str:
+    schema = tool.get("outputSchema")
+    return _stubs.type_expression(schema, root=schema) if isinstance(schema, dict) else "Any"
+
+
+def _tokens(text: str) -> list[str]:
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
+    return _TOKEN.findall(spaced.lower())
+
+
+def rank(query: str, entry: ToolEntry) -> float:
+    """Search score: exact name, then token and substring matches in name and description, then fuzzy."""
+    needle = query.strip().lower()
+    if not needle:
+        return 0.0
+    names = {entry.tool_name.lower(), entry.export_name.lower()}
+    if needle in names:
+        return 1000.0
+    query_tokens = _tokens(query)
+    name_tokens = set(_tokens(entry.tool_name)) | set(entry.export_name.split("_"))
+    description = entry.description.lower()
+    description_tokens = set(_tokens(entry.description))
+    score = 0.0
+    score += 100.0 * sum(token in name_tokens for token in query_tokens)
+    score += 40.0 * any(needle in name for name in names)
+    score += 20.0 * sum(any(token in name for name in names) for token in query_tokens if token not in name_tokens)
+    score += 10.0 * sum(token in description_tokens for token in query_tokens)
+    score += 5.0 * (needle in description)
+    if score == 0.0:
+        best = max(difflib.SequenceMatcher(None, needle, name).ratio() for name in names)
+        fuzzy_tokens = [difflib.get_close_matches(t, list(name_tokens | description_tokens), n=1, cutoff=0.8)
+                        for t in query_tokens]  # fmt: skip
+        score = (best * 10.0 if best >= 0.6 else 0.0) + 3.0 * sum(bool(match) for match in fuzzy_tokens)
+    return score
