@@ -45,13 +45,23 @@ class Broker:
         redactor: Redactor | None = None,
         errlog: TextIO | None = None,
         warn: Any = None,
+        cache: SchemaCache | None = None,
     ) -> None:
+        """
+        Args:
+            config: the servers (`load_config` / `parse_config`).
+            cache_path: where tool schemas persist between processes; None keeps them in memory.
+            redactor: gets every server's env and header values as secrets.
+            errlog: where stdio servers' stderr goes (default: this process's stderr).
+            warn: receives cache warnings (default: `warnings.warn`).
+            cache: a ready SchemaCache (tests inject one with a fake clock); overrides cache_path.
+        """
         self.config = config
-        self.redactor = redactor or Redactor()
+        self.redactor = redactor if redactor is not None else Redactor()
         for server in config.servers.values():
             for secret in server.secrets():
                 self.redactor.add_secret(secret)
-        self.cache = SchemaCache(cache_path, warn=warn)
+        self.cache = cache if cache is not None else SchemaCache(cache_path, warn=warn)
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr)
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
@@ -97,12 +107,22 @@ class Broker:
     def _tools_changed(self, server_id: str) -> None:
         self.cache.invalidate(self._key(server_id))  # takes effect from the next run
 
-    def fetch_listings(self, server_ids: list[str], timeout: float, warnings: list[str]) -> dict[str, Listing]:
-        """Listings from the cache, else from the servers in parallel; stale ones if a server fails."""
+    def fetch_listings(
+        self,
+        server_ids: list[str],
+        timeout: float,
+        warnings: list[str],
+        problems: dict[str, str] | None = None,
+        *,
+        use_cache: bool = True,
+    ) -> dict[str, Listing]:
+        """Listings from the cache, else from the servers in parallel; stale ones if a server fails.
+
+        A server that can be listed neither way is left out; why goes to `warnings` and `problems`."""
         found: dict[str, Listing] = {}
         missing = []
         for server_id in server_ids:
-            entry = self.cache.get(self._key(server_id))
+            entry = self.cache.get(self._key(server_id)) if use_cache else None
             if entry is not None:
                 found[server_id] = Listing.from_json(entry.value)
             else:
@@ -111,6 +131,8 @@ class Broker:
             fetched = self.portal.call(self._list_many, missing, min(timeout, MAX_DISCOVERY_WAIT_S))
             for server_id, outcome in fetched.items():
                 found.update(self._settle(server_id, outcome, warnings))
+                if isinstance(outcome, ServerUnavailable) and problems is not None:
+                    problems[server_id] = str(outcome)
         return found
 
     def _settle(self, server_id: str, outcome: Listing | ServerUnavailable, warnings: list[str]) -> dict[str, Listing]:
@@ -139,13 +161,13 @@ class Broker:
         return results
 
     def refresh(self, server_ids: list[str], timeout: float = MAX_DISCOVERY_WAIT_S) -> dict[str, str]:
-        """Re-lists servers now (the `tools refresh` command): server id → "ok" or the error."""
-        for server_id in server_ids:
-            self.cache.invalidate(self._key(server_id))
+        """Re-lists servers now (the `tools refresh` command): server id → "ok" or the error.
+
+        A server that fails keeps its cached entry (refreshing never loses a known tool list)."""
         warnings: list[str] = []
-        found = self.fetch_listings(server_ids, timeout, warnings)
-        return {sid: "ok" if sid in found else next((w for w in warnings if repr(sid) in w), "failed")
-                for sid in server_ids}  # fmt: skip
+        problems: dict[str, str] = {}
+        self.fetch_listings(server_ids, timeout, warnings, problems, use_cache=False)
+        return {sid: problems.get(sid, "ok") for sid in server_ids}
 
     def catalog_for(self, run: RunState | None = None) -> Catalog:
         """The run's frozen catalog (created on its first use)."""
@@ -153,17 +175,11 @@ class Broker:
             return run.catalog
         warnings: list[str] = run.warnings if run is not None else []
 
-        def fetch(server_ids: list[str]) -> dict[str, Listing]:
+        def fetch(server_ids: list[str]) -> tuple[dict[str, Listing], dict[str, str]]:
             timeout = run.remaining() if run is not None else MAX_DISCOVERY_WAIT_S
-            listings = self.fetch_listings(server_ids, timeout, warnings)
-            unavailable = [sid for sid in server_ids if sid not in listings]
-            if len(server_ids) == 1 and unavailable:
-                raise HostCallError(
-                    "unavailable",
-                    warnings[-1] if warnings else f"server {unavailable[0]!r} failed",
-                    "The server could not be reached; try again later or check its config.",
-                )
-            return listings
+            problems: dict[str, str] = {}
+            listings = self.fetch_listings(server_ids, timeout, warnings, problems)
+            return listings, problems
 
         catalog = Catalog(self.config.servers, fetch)
         if run is not None:

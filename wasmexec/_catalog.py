@@ -57,7 +57,10 @@ def _suggest(name: str, candidates: Iterable[str]) -> str:
 class Catalog:
     """What one run sees of the configured servers."""
 
-    def __init__(self, servers: dict[str, ServerConfig], fetch: Callable[[list[str]], dict[str, Listing]]) -> None:
+    def __init__(
+        self, servers: dict[str, ServerConfig], fetch: Callable[[list[str]], tuple[dict[str, Listing], dict[str, str]]]
+    ) -> None:
+        """`fetch(server_ids)` returns the listings it got and, per server it could not list, why."""
         self.servers = servers
         self._fetch = fetch
         self._listings: dict[str, Listing] = {}
@@ -80,7 +83,13 @@ class Catalog:
     def listing(self, server_id: str) -> Listing:
         server_id = self.server_id(server_id)
         if server_id not in self._listings:
-            self._remember(self._fetch([server_id]))
+            listings, problems = self._fetch([server_id])
+            self._remember(listings)
+            if server_id not in self._listings:
+                raise HostCallError(
+                    "unavailable", problems.get(server_id, f"server {server_id!r} could not be listed"),
+                    "The server could not be reached; try again later or check its config.",
+                )  # fmt: skip
         return self._listings[server_id]
 
     def tools(self, server_id: str) -> dict[str, ToolEntry]:
@@ -115,7 +124,7 @@ class Catalog:
         """Fetches the listings not yet known, in parallel (failures are the fetcher's to report)."""
         missing = [server_id for server_id in server_ids if server_id not in self._listings]
         if missing:
-            self._remember(self._fetch(missing))
+            self._remember(self._fetch(missing)[0])
 
     # -- views -------------------------------------------------------------------------
     def server_view(self, server_id: str, *, describe: bool = False) -> dict[str, Any]:

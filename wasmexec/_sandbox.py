@@ -58,8 +58,8 @@ class Sandbox:
         if runtime is None:
             runtime = Runtime(cache_dir) if cache_dir is not None else default_runtime()
         self.runtime = runtime
-        self.redactor = redactor or Redactor()
-        self.tools: ToolHost = tools or NoTools()
+        self.redactor = redactor if redactor is not None else Redactor()
+        self.tools: ToolHost = tools if tools is not None else NoTools()
         self._limiter = anyio.CapacityLimiter(max_concurrent_runs)
         self._closed = False
 

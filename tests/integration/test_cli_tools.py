@@ -1,0 +1,116 @@
+"""`wasmexec tools …` and `wasmexec run --config` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import SERVERS
+from wasmexec import Runtime
+
+
+@pytest.fixture
+def config(tmp_path: Path, runtime: Runtime) -> Path:
+    path = tmp_path / "mcp.json"
+    servers = {
+        "slow": {"command": sys.executable, "args": [str(SERVERS / "slow.py")]},
+        "awkward-names": {"command": sys.executable, "args": [str(SERVERS / "awkward.py")]},
+    }
+    path.write_text(json.dumps({"mcpServers": servers}))
+    return path
+
+
+def wasmexec(*args: str, cwd: Path | None = None, runtime: Runtime | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if runtime is not None:
+        env["WASMEXEC_CACHE_DIR"] = str(runtime.artifacts.directory)
+    return subprocess.run([sys.executable, "-m", "wasmexec", *args], capture_output=True, text=True, timeout=120,
+                          cwd=cwd, env=env, check=False)  # fmt: skip
+
+
+def test_tools_list_shows_every_server_and_tool(config: Path, runtime: Runtime) -> None:
+    done = wasmexec("tools", "list", "--config", str(config), runtime=runtime)
+    assert done.returncode == 0, done.stderr
+    assert "slow (servers.slow): 1 tools" in done.stdout
+    assert "awkward-names (servers.awkward_names)" in done.stdout and "get_user__2" in done.stdout
+
+
+def test_tools_list_json_for_one_server(config: Path, runtime: Runtime) -> None:
+    done = wasmexec("tools", "list", "slow", "--json", "--config", str(config), runtime=runtime)
+    assert json.loads(done.stdout)["slow"][0]["export_name"] == "sleep_for"
+
+
+def test_tools_search_ranks_and_show_prints_signature_and_schema(config: Path, runtime: Runtime) -> None:
+    done = wasmexec("tools", "search", "sleep", "--config", str(config), runtime=runtime)
+    assert done.stdout.splitlines()[0].startswith("slow.sleep_for")
+    done = wasmexec("tools", "show", "awkward-names", "structured_output", "--config", str(config), runtime=runtime)
+    assert done.returncode == 0
+    assert done.stdout.startswith("async def structured_output(") and '"required"' in done.stdout
+
+
+def test_tools_stubs_prints_an_importable_module(config: Path, runtime: Runtime, tmp_path: Path) -> None:
+    done = wasmexec("tools", "stubs", "awkward-names", "--config", str(config), runtime=runtime)
+    assert done.returncode == 0, done.stderr
+    module = tmp_path / "awkward_stub.py"
+    module.write_text(done.stdout)
+    checked = subprocess.run([sys.executable, "-c", f"import runpy; ns = runpy.run_path({str(module)!r}); "
+                              "print(sorted(n for n in ns if n.startswith('get_user')))"],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    assert checked.returncode == 0, checked.stderr
+    assert "get_user__4" in checked.stdout
+
+
+def test_tools_refresh_reports_each_server(config: Path, runtime: Runtime) -> None:
+    done = wasmexec("tools", "refresh", "--config", str(config), runtime=runtime)
+    assert done.returncode == 0
+    assert "slow: ok" in done.stdout and "awkward-names: ok" in done.stdout
+
+
+def test_unknown_server_and_tool_exit_1_with_a_suggestion(config: Path, runtime: Runtime) -> None:
+    done = wasmexec("tools", "show", "slo", "sleep_for", "--config", str(config), runtime=runtime)
+    assert done.returncode == 1 and "Did you mean 'slow'" in done.stderr
+    done = wasmexec("tools", "show", "slow", "sleep", "--config", str(config), runtime=runtime)
+    assert done.returncode == 1 and "sleep_for" in done.stderr
+
+
+def test_a_missing_or_malformed_config_is_a_clear_usage_error(tmp_path: Path, runtime: Runtime) -> None:
+    done = wasmexec("tools", "list", "--config", str(tmp_path / "none.json"), runtime=runtime)
+    assert done.returncode == 2 and "cannot read the MCP server config" in done.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"servers": {}}')
+    done = wasmexec("tools", "list", "--config", str(bad), runtime=runtime)
+    assert done.returncode == 2 and '"mcpServers"' in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_one_bad_entry_is_skipped_with_a_warning_naming_it(tmp_path: Path, runtime: Runtime) -> None:
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps({"mcpServers": {
+        "slow": {"command": sys.executable, "args": [str(SERVERS / "slow.py")]},
+        "oops": {"args": ["no command"]},
+    }}))  # fmt: skip
+    done = wasmexec("tools", "list", "--config", str(path), runtime=runtime)
+    assert done.returncode == 0
+    assert "server 'oops'" in done.stderr and "slow (servers.slow)" in done.stdout
+
+
+def test_run_with_config_calls_tools_and_reads_mcp_json_by_default(config: Path, runtime: Runtime) -> None:
+    code = "import servers.slow as s\nawait s.sleep_for(seconds=0.01)"
+    done = wasmexec("run", "--config", str(config), "-c", code, runtime=runtime)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["data"] == {"result": 0.01}
+    (config.parent / ".mcp.json").write_text(config.read_text())
+    done = wasmexec("run", "-c", code, cwd=config.parent, runtime=runtime)
+    assert json.loads(done.stdout)["tool_trace"][0]["tool_name"] == "sleep_for"
+
+
+def test_run_max_tool_calls(config: Path, runtime: Runtime) -> None:
+    code = "import servers.slow as s\nfor _ in range(3):\n    await s.sleep_for(seconds=0)"
+    done = wasmexec("run", "--config", str(config), "--max-tool-calls", "2", "-c", code, runtime=runtime)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["diagnostics"][-1]["limit"] == "tool_calls"
