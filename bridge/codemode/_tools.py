@@ -34,6 +34,11 @@ def _parameter(spec: dict[str, Any]) -> inspect.Parameter | None:
 
 def _signature(tool: dict[str, Any]) -> inspect.Signature:
     parameters = [p for p in map(_parameter, tool["parameters"]) if p is not None]
+    if any(not spec.get("python_name") for spec in tool["parameters"]):
+        # Names that are not identifiers (e.g. "max-results") go through **{"max-results": …} or a dict.
+        taken = {p.name for p in parameters}
+        name = next(n for n in ("extra", "extra_", "extra__") if n not in taken)
+        parameters.append(inspect.Parameter(name, inspect.Parameter.VAR_KEYWORD, annotation="Any"))
     return inspect.Signature(parameters, return_annotation=tool.get("returns", "Any"))
 
 
