@@ -8,7 +8,6 @@ Errors are `HostCallError`s, ready to cross into the sandbox.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -18,12 +17,12 @@ from wasmexec._config import ServerConfig
 from wasmexec._hostcalls import HostCallError
 from wasmexec._naming import export_names, module_names
 from wasmexec._pool import Listing
+from wasmexec._search import SearchIndex
 
 Detail = Literal["name", "description", "full"]
 DETAILS: tuple[Detail, ...] = ("name", "description", "full")
 #: The version of the discovery API (`codemode.discovery.spec_version`).
 SPEC_VERSION = "1.0"
-_TOKEN = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -67,6 +66,7 @@ class Catalog:
         self._tools: dict[str, dict[str, ToolEntry]] = {}
         self.module_names = module_names(servers)
         self._by_module = {module: server_id for server_id, module in self.module_names.items()}
+        self._indexes: dict[tuple[str, ...], SearchIndex[ToolEntry]] = {}
 
     # -- lookups -------------------------------------------------------------------------
     def server_id(self, server_id: str) -> str:
@@ -158,13 +158,11 @@ class Catalog:
     def search(self, query: str, detail: Detail, server_id: str | None, limit: int) -> dict[str, Any]:
         server_ids = [self.server_id(server_id)] if server_id else list(self.servers)
         self.prefetch(server_ids)
-        entries = [entry for sid in server_ids if sid in self._listings for entry in self.tools(sid).values()]
-        ranked = sorted(
-            ((score, entry) for entry in entries if (score := rank(query, entry)) > 0),
-            key=lambda pair: (-pair[0], pair[1].server_id, pair[1].tool_name),
-        )
-        results = [self.tool_view(entry, detail, with_server=True) for _, entry in ranked[:limit]]
-        return {"query": query, "results": results}
+        key = tuple(sid for sid in server_ids if sid in self._listings)
+        if key not in self._indexes:
+            self._indexes[key] = SearchIndex([entry for sid in key for entry in self.tools(sid).values()])
+        ranked = self._indexes[key].search(query, limit)
+        return {"query": query, "results": [self.tool_view(entry, detail, with_server=True) for _, entry in ranked]}
 
     def module(self, module_name: str) -> dict[str, Any]:
         """Everything the guest needs to build `servers.<module_name>`."""
@@ -188,34 +186,3 @@ class Catalog:
 def _return_annotation(tool: dict[str, Any]) -> str:
     schema = tool.get("outputSchema")
     return _stubs.type_expression(schema, root=schema) if isinstance(schema, dict) else "Any"
-
-
-def _tokens(text: str) -> list[str]:
-    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", text)
-    return _TOKEN.findall(spaced.lower())
-
-
-def rank(query: str, entry: ToolEntry) -> float:
-    """Search score: exact name, then token and substring matches in name and description, then fuzzy."""
-    needle = query.strip().lower()
-    if not needle:
-        return 0.0
-    names = {entry.tool_name.lower(), entry.export_name.lower()}
-    if needle in names:
-        return 1000.0
-    query_tokens = _tokens(query)
-    name_tokens = set(_tokens(entry.tool_name)) | set(entry.export_name.split("_"))
-    description = entry.description.lower()
-    description_tokens = set(_tokens(entry.description))
-    score = 0.0
-    score += 100.0 * sum(token in name_tokens for token in query_tokens)
-    score += 40.0 * any(needle in name for name in names)
-    score += 20.0 * sum(any(token in name for name in names) for token in query_tokens if token not in name_tokens)
-    score += 10.0 * sum(token in description_tokens for token in query_tokens)
-    score += 5.0 * (needle in description)
-    if score == 0.0:
-        best = max(difflib.SequenceMatcher(None, needle, name).ratio() for name in names)
-        fuzzy_tokens = [difflib.get_close_matches(t, list(name_tokens | description_tokens), n=1, cutoff=0.8)
-                        for t in query_tokens]  # fmt: skip
-        score = (best * 10.0 if best >= 0.6 else 0.0) + 3.0 * sum(bool(match) for match in fuzzy_tokens)
-    return score
