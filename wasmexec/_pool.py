@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -288,12 +288,7 @@ class Pool:
 
     def _transport(self, config: ServerConfig) -> Any:
         if config.transport == "http":
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            assert config.url is not None
-            http = httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(30.0, read=None))
-            return streamable_http_client(config.url, http_client=http)
+            return _http_transport(config)
         from mcp import StdioServerParameters
         from mcp.client.stdio import stdio_client
 
@@ -367,6 +362,20 @@ class Pool:
             connection.release_slot()
         connection.breaker.succeeded()
         return result
+
+
+@asynccontextmanager
+async def _http_transport(config: ServerConfig) -> AsyncIterator[Any]:
+    """Streamable HTTP with the configured headers; the HTTP client closes with the connection."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    assert config.url is not None
+    async with (
+        httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(30.0, read=None)) as http,
+        streamable_http_client(config.url, http_client=http) as streams,
+    ):
+        yield streams
 
 
 def _is_transport_failure(error: Any) -> bool:
