@@ -20,9 +20,11 @@ import anyio
 import anyio.from_thread
 
 from wasmexec import _stubs
+from wasmexec._audit import AuditLog, digest
 from wasmexec._catalog import DETAILS, SPEC_VERSION, Catalog, ToolEntry
 from wasmexec._config import Config
 from wasmexec._hostcalls import MAX_PAYLOAD_BYTES, HostCallError, RunState
+from wasmexec._policy import Decision, Policy, RateLimiter
 from wasmexec._pool import Listing, Pool, ServerUnavailable
 from wasmexec._redact import Redactor
 from wasmexec._schema_cache import SchemaCache, cache_key
@@ -46,6 +48,8 @@ class Broker:
         errlog: TextIO | None = None,
         warn: Any = None,
         cache: SchemaCache | None = None,
+        policy: Policy | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         """
         Args:
@@ -55,6 +59,8 @@ class Broker:
             errlog: where stdio servers' stderr goes (default: this process's stderr).
             warn: receives cache warnings (default: `warnings.warn`).
             cache: a ready SchemaCache (tests inject one with a fake clock); overrides cache_path.
+            policy: allow/deny globs, approvals, rate limits (default: allow all, ask before destructive tools).
+            audit: where each tool call is recorded (digests and sizes only).
         """
         self.config = config
         self.redactor = redactor if redactor is not None else Redactor()
@@ -62,6 +68,9 @@ class Broker:
             for secret in server.secrets():
                 self.redactor.add_secret(secret)
         self.cache = cache if cache is not None else SchemaCache(cache_path, warn=warn)
+        self.policy = policy if policy is not None else Policy()
+        self.audit = audit
+        self._rates = RateLimiter(self.policy.rate_limits)
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr)
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
@@ -220,15 +229,33 @@ class Broker:
         entry = self.catalog_for(run).tool(server_id, tool_name)
         if not isinstance(arguments, dict):
             raise HostCallError("invalid-argument", f"arguments to {entry.export_name} must be a JSON object")
+        cap = self.policy.max_tool_calls
+        if cap is not None and run.tool_calls > cap:
+            raise HostCallError("limit-exceeded", f"the policy allows at most {cap} tool calls per run",
+                                "Make fewer calls per run.", limit="tool_calls")  # fmt: skip
+        decision = self.policy.decide(entry.server_id, entry.tool_name, entry.tool.get("annotations"))
+        if decision == "deny":
+            self._audit(run, entry, arguments, outcome="denied_by_policy", approval="denied")
+            raise HostCallError("denied", f"{entry.server_id}.{entry.tool_name} is not allowed by the host's policy",
+                                "This tool cannot be used here; the host's policy (--policy) decides.")  # fmt: skip
         validate_arguments(entry, arguments)
-        future: Future[str] = self.portal.start_task_soon(self._call, run, entry, arguments)
+        if run.progress is not None:
+            run.progress(f"calling {entry.server_id}.{entry.tool_name}")
+        future: Future[str] = self.portal.start_task_soon(self._call, run, entry, arguments, decision)
         run.track(future)
         future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
 
-    async def _call(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any]) -> str:
+    async def _call(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any], decision: Decision) -> str:
         started = time.monotonic()
         error: HostCallError | None = None
+        approval = "not_required"
+        text = ""
         try:
+            if decision == "approve":
+                approval = await self._approve(run, entry, arguments)
+                if approval != "approved":
+                    raise _not_approved(entry, approval)
+            await self._wait_for_rate(run, entry)
             result = await self.pool.call_tool(entry.server_id, entry.tool_name, arguments, run.remaining())
             text = _encode(unwrap(result), entry)
         except ServerUnavailable as exc:
@@ -244,9 +271,45 @@ class Broker:
             if error is not None:
                 trace["error"] = f"{error.kind}: {error.message}"[:500]
             run.tool_trace.append(trace)  # type: ignore[arg-type]
+            self._audit(run, entry, arguments, outcome="ok" if error is None else error.kind, approval=approval,
+                        result_bytes=len(text.encode()), duration_ms=duration,
+                        redactions=self.redactor.redact_text(text)[1] if text else 0)  # fmt: skip
         if error is not None:
             raise error
         return text
+
+    async def _approve(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any]) -> str:
+        """Asks the user through the run's approver: "approved", "denied" or "no_one_to_ask"."""
+        if run.approver is None:
+            run.approvals.append("DENIED")
+            return "no_one_to_ask"
+        shown, _ = self.redactor.redact(arguments)
+        request = {"server_id": entry.server_id, "tool_name": entry.tool_name,
+                   "annotations": entry.tool.get("annotations") or {}, "arguments": shown}  # fmt: skip
+        try:
+            accepted = await anyio.to_thread.run_sync(run.approver, request, abandon_on_cancel=True)
+        except Exception:
+            accepted = False
+        run.approvals.append("APPROVED" if accepted else "DENIED")
+        return "approved" if accepted else "denied"
+
+    async def _wait_for_rate(self, run: RunState, entry: ToolEntry) -> None:
+        delay = self._rates.delay(entry.server_id)
+        if delay > run.remaining():
+            raise HostCallError("limit-exceeded", f"server {entry.server_id!r} is rate-limited past the run's deadline",
+                                "Make fewer calls to this server per run.", limit="tool_calls")  # fmt: skip
+        if delay > 0:
+            await anyio.sleep(delay)
+
+    def _audit(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any], **fields: Any) -> None:
+        if self.audit is None:
+            return
+        try:
+            self.audit.write("tool_call", run_id=run.run_id, trace_id=run.trace_id, code_digest=run.code_digest,
+                             server=entry.server_id, tool=entry.tool_name, argument_digest=digest(arguments),
+                             **fields)  # fmt: skip
+        except OSError as exc:  # auditing must not break the call; say so once per run
+            run.warnings.append(f"the audit log could not be written: {exc}")
 
     def _protocol_error(self, entry: ToolEntry, exc: Exception) -> HostCallError:
         code = getattr(exc, "code", None)
@@ -263,6 +326,18 @@ class Broker:
         return HostCallError(
             "tool-error", f"{entry.tool_name} failed: {message}", "The server reported an error; read the message."
         )
+
+
+def _not_approved(entry: ToolEntry, approval: str) -> HostCallError:
+    name = f"{entry.server_id}.{entry.tool_name}"
+    if approval == "no_one_to_ask":
+        return HostCallError(
+            "denied", f"{name} needs the user's approval and there is no one to ask",
+            "Use an MCP client that supports elicitation, pre-approve it (wasmexec run --approve GLOB), "
+            "or change the host's policy.",
+        )  # fmt: skip
+    return HostCallError("denied", f"the user did not approve {name}",
+                         "Do not retry the same call; ask the user or do something else.")  # fmt: skip
 
 
 def _text(request: dict[str, Any], key: str) -> str:

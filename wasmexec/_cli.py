@@ -48,16 +48,17 @@ def build_parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("file", nargs="?", help="a Python file, or - for standard input")
     source.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
-    run.add_argument("--timeout-ms", type=_int_option(1), help="wall-clock limit (default 30000)")
-    run.add_argument("--memory-mb", type=_int_option(1), help="memory limit in MiB (default 256)")
-    fuel = run.add_mutually_exclusive_group()
-    fuel.add_argument("--fuel", type=_int_option(1), help="instruction budget (default: large)")
-    fuel.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (faster CPU-bound code)")
-    run.add_argument("--max-log-bytes", type=_int_option(0), help="cap of stdout and of stderr, in bytes")
-    run.add_argument("--max-result-bytes", type=_int_option(0), help="cap of the result as JSON (default 4 MiB)")
-    run.add_argument("--max-tool-calls", type=_int_option(0), help="tool calls per run (default 200)")
-    add_config_option(run)
-    _add_cache_dir(run)
+    _add_run_options(run)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the run_python tool over MCP (stdio, or streamable HTTP with --http)",
+        description="An MCP server with one tool, run_python, that reaches the configured servers through code.",
+    )
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
+    serve.add_argument("--port", type=_int_option(1), default=8765, help="HTTP port (default 8765)")
+    _add_run_options(serve)
 
     build = commands.add_parser(
         "build",
@@ -74,6 +75,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tools_parser(commands, add_config_option, _add_cache_dir)
     return parser
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """Limits, config, policy and audit: shared by `run` and `serve`."""
+    parser.add_argument("--timeout-ms", type=_int_option(1), help="wall-clock limit (default 30000)")
+    parser.add_argument("--memory-mb", type=_int_option(1), help="memory limit in MiB (default 256)")
+    fuel = parser.add_mutually_exclusive_group()
+    fuel.add_argument("--fuel", type=_int_option(1), help="instruction budget (default: large)")
+    fuel.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (faster CPU-bound code)")
+    parser.add_argument("--max-log-bytes", type=_int_option(0), help="cap of stdout and of stderr, in bytes")
+    parser.add_argument("--max-result-bytes", type=_int_option(0), help="cap of the result as JSON (default 4 MiB)")
+    parser.add_argument("--max-tool-calls", type=_int_option(0), help="tool calls per run (default 200)")
+    parser.add_argument("--policy", type=Path, metavar="PATH", help="policy file (TOML or JSON): allow/deny/approval")
+    parser.add_argument(
+        "--approve",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="pre-approve calls matching a 'server.tool' glob (repeatable)",
+    )
+    parser.add_argument(
+        "--audit-log", type=Path, metavar="PATH", help="audit JSONL file (default ~/.local/state/wasmexec/audit.jsonl)"
+    )
+    parser.add_argument("--no-audit", action="store_true", help="write no audit log")
+    add_config_option(parser)
+    _add_cache_dir(parser)
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:
@@ -98,7 +125,7 @@ def load_servers(args: argparse.Namespace) -> Any:
     return config
 
 
-def open_broker(args: argparse.Namespace, config: Any) -> Any:
+def open_broker(args: argparse.Namespace, config: Any, policy: Any = None, audit: Any = None) -> Any:
     """A Broker for the CLI, its schema cache beside the compiled artifacts."""
     from wasmexec._artifacts import default_cache_dir
     from wasmexec._broker import Broker
@@ -109,7 +136,32 @@ def open_broker(args: argparse.Namespace, config: Any) -> Any:
         cache_path=cache_dir / "tool-schemas.json",
         errlog=sys.stderr,
         warn=lambda message: print(f"warning: {message}", file=sys.stderr),
+        policy=policy,
+        audit=audit,
     )
+
+
+def load_policy_options(args: argparse.Namespace) -> Any:
+    """The Policy from --policy plus --approve globs."""
+    from dataclasses import replace
+
+    from wasmexec._policy import Policy, load_policy
+
+    policy = load_policy(args.policy) if args.policy else Policy()
+    return replace(policy, pre_approved=(*policy.pre_approved, *args.approve))
+
+
+def open_audit(args: argparse.Namespace) -> Any:
+    """The AuditLog named by --audit-log (default: the user state dir); None with --no-audit."""
+    from wasmexec._audit import AuditLog, default_audit_path
+
+    if args.no_audit:
+        return None
+    try:
+        return AuditLog(args.audit_log or default_audit_path())
+    except OSError as exc:
+        print(f"warning: no audit log ({exc}); pass --audit-log PATH or --no-audit", file=sys.stderr)
+        return None
 
 
 def _add_cache_dir(parser: argparse.ArgumentParser) -> None:
@@ -171,17 +223,20 @@ class UsageError(Exception):
 
 
 def _command_run(args: argparse.Namespace) -> int:
+    from wasmexec._audit import write_run_line
     from wasmexec._hostcalls import NoTools
     from wasmexec._redact import Redactor
     from wasmexec._run import execute
 
     code, limits = _read_code(args), _limits(args)
-    config = load_servers(args)
+    config, policy, audit = load_servers(args), load_policy_options(args), open_audit(args)
     if config is None or not config.servers:
-        result, _ = execute(_runtime(args), code, limits, NoTools(), Redactor())
+        result, redactions = execute(_runtime(args), code, limits, NoTools(), Redactor())
     else:
-        with open_broker(args, config) as broker:
-            result, _ = execute(_runtime(args), code, limits, broker, broker.redactor)
+        with open_broker(args, config, policy, audit) as broker:
+            result, redactions = execute(_runtime(args), code, limits, broker, broker.redactor)
+    if audit is not None:
+        write_run_line(audit, result, redactions)
     sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
     sys.stdout.flush()
     return EXIT_OK if result["result"]["ok"] else EXIT_CODE_FAILED
@@ -209,10 +264,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
+    from wasmexec._cli_serve import command_serve
     from wasmexec._cli_tools import command_tools
     from wasmexec._exceptions import ConfigError, WasmexecError
 
-    handlers = {"run": _command_run, "build": _command_build, "schema": _command_schema, "tools": command_tools}
+    handlers = {"run": _command_run, "build": _command_build, "schema": _command_schema, "tools": command_tools,
+                "serve": command_serve}  # fmt: skip
     try:
         return handlers[args.command](args)
     except UsageError as exc:

@@ -12,7 +12,8 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -78,6 +79,14 @@ class RunState:
     """Host-side problems worth telling the agent (a server down, a stale tool list)."""
     catalog: Any = None
     """The tool host's frozen view of the servers for this run."""
+    trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    code_digest: str = ""
+    approver: Callable[[dict[str, Any]], bool] | None = None
+    """Asks the user to approve a call (blocking; returns True to allow); None: nobody to ask."""
+    progress: Callable[[str], Any] | None = None
+    """Told about each tool call as it starts (the MCP server turns it into progress notifications)."""
+    approvals: list[str] = field(default_factory=list)
+    """"APPROVED" or "DENIED", one per call that needed approval."""
     _in_flight: list[Any] = field(default_factory=list)
     _outcomes: dict[int, Any] = field(default_factory=dict)
     _changed: threading.Condition = field(default_factory=threading.Condition)

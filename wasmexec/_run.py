@@ -11,7 +11,7 @@ from typing import Any
 from wasmtime import Store, Trap, WasiConfig, WasmtimeError
 
 from wasmexec import _epoch, _hostcalls
-from wasmexec._envelope import Diagnostic, ErrorInfo, LimitName, Metrics, RunResult
+from wasmexec._envelope import ApprovalState, Diagnostic, ErrorInfo, LimitName, Metrics, RunResult
 from wasmexec._hostcalls import RunState, ToolHost
 from wasmexec._limits import Limits
 from wasmexec._output import OutputCapture
@@ -57,6 +57,7 @@ def execute(
 ) -> tuple[RunResult, int]:
     """Runs `code` once in a fresh sandbox; returns the run result and how many secrets were redacted."""
     state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
+    state.code_digest = "sha256:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
     prepared = runtime.prepare(limits.fuel is not None)
     state.started = time.monotonic()  # the clock starts now, not while the component was loading
     output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started)
@@ -113,6 +114,12 @@ def execute(
             }
         )
     return builder.finish(logs, fuel_used, redactor)
+
+
+def _approval_state(approvals: list[str]) -> ApprovalState:
+    if "DENIED" in approvals:
+        return "DENIED"
+    return "APPROVED" if approvals else "NOT_REQUIRED"
 
 
 def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used: int | None) -> str:
@@ -227,14 +234,14 @@ class _ResultBuilder:
         result_json = json.dumps(output, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         result: RunResult = {
             "run_id": self.state.run_id,
-            "trace_id": uuid.uuid4().hex,
+            "trace_id": self.state.trace_id,
             "tool_name": TOOL_NAME,
             "tool_version": __version__,
-            "input_digest": "sha256:" + hashlib.sha256(self.code.encode("utf-8", "surrogatepass")).hexdigest(),
+            "input_digest": self.state.code_digest,
             "output_digest": "sha256:" + hashlib.sha256(result_json.encode()).hexdigest(),
             "sandbox_image": self.image,
             "duration_ms": duration_ms,
-            "approval_state": "NOT_REQUIRED",
+            "approval_state": _approval_state(self.state.approvals),
             "result": redacted["result"],
             "logs": redacted["logs"],
             "diagnostics": redacted["diagnostics"],

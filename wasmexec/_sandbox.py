@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
+from wasmexec._audit import AuditLog, write_run_line
 from wasmexec._envelope import RunResult
 from wasmexec._hostcalls import NoTools, RunState, ToolHost
 from wasmexec._limits import Limits
@@ -44,6 +47,7 @@ class Sandbox:
         redactor: Redactor | None = None,
         tools: ToolHost | None = None,
         max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS,
+        audit: AuditLog | None = None,
     ) -> None:
         """
         Args:
@@ -53,6 +57,7 @@ class Sandbox:
             redactor: replaces secrets in results; common key formats by default.
             tools: answers discovery and tool calls (the broker); none by default.
             max_concurrent_runs: runs executing at once; later ones queue.
+            audit: records one line per run (digests, outcome, counts; never the code or data).
         """
         self.limits = limits or Limits()
         if runtime is None:
@@ -61,6 +66,7 @@ class Sandbox:
         self.redactor = redactor if redactor is not None else Redactor()
         self.tools: ToolHost = tools if tools is not None else NoTools()
         self._limiter = anyio.CapacityLimiter(max_concurrent_runs)
+        self.audit = audit
         self._closed = False
 
     async def __aenter__(self) -> Sandbox:
@@ -89,12 +95,20 @@ class Sandbox:
         """Refuses further runs. Idempotent."""
         self._closed = True
 
-    async def run(self, code: str, limits: Limits | None = None) -> RunResult:
+    async def run(
+        self,
+        code: str,
+        limits: Limits | None = None,
+        *,
+        approver: Callable[[dict[str, Any]], bool] | None = None,
+        progress: Callable[[str], Any] | None = None,
+    ) -> RunResult:
         """Runs `code` on a worker thread; a failing script is a result, never an exception.
 
         Cancelling the awaiting task stops the run promptly (its result is discarded).
         """
         state = self._new_state(limits)
+        state.approver, state.progress = approver, progress
         started, finished = threading.Event(), threading.Event()
 
         def work() -> RunResult:
@@ -113,9 +127,16 @@ class Sandbox:
                     await anyio.to_thread.run_sync(finished.wait)
             raise
 
-    def run_sync(self, code: str, limits: Limits | None = None) -> RunResult:
-        """Runs `code` on the calling thread and returns the run result."""
-        return self._execute(code, self._new_state(limits))
+    def run_sync(
+        self, code: str, limits: Limits | None = None, *, approver: Callable[[dict[str, Any]], bool] | None = None
+    ) -> RunResult:
+        """Runs `code` on the calling thread and returns the run result.
+
+        `approver` is asked (blocking) before calls that need approval; without one they are denied.
+        """
+        state = self._new_state(limits)
+        state.approver = approver
+        return self._execute(code, state)
 
     def _new_state(self, limits: Limits | None) -> RunState:
         if self._closed:
@@ -127,5 +148,7 @@ class Sandbox:
     def _execute(self, code: str, state: RunState) -> RunResult:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
-        result, _ = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
+        result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
+        if self.audit is not None:
+            write_run_line(self.audit, result, redactions)
         return result
