@@ -24,6 +24,28 @@ from wasmexec._runtime import Runtime, default_runtime
 DEFAULT_MAX_CONCURRENT_RUNS = 8
 
 
+class RunControl:
+    """Stops a `run_sync` run from another thread (e.g. when the request that wanted it is cancelled)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state: RunState | None = None
+        self._stopped = False
+
+    def attach(self, state: RunState) -> None:
+        with self._lock:
+            self._state = state
+            if self._stopped:
+                state.stop("cancelled")
+
+    def stop(self) -> None:
+        """Stops the run promptly (its result says `cancelled`); idempotent, safe before it starts."""
+        with self._lock:
+            self._stopped = True
+            if self._state is not None:
+                self._state.stop("cancelled")
+
+
 class Sandbox:
     """Runs untrusted Python in fresh WebAssembly sandboxes.
 
@@ -128,14 +150,23 @@ class Sandbox:
             raise
 
     def run_sync(
-        self, code: str, limits: Limits | None = None, *, approver: Callable[[dict[str, Any]], bool] | None = None
+        self,
+        code: str,
+        limits: Limits | None = None,
+        *,
+        approver: Callable[[dict[str, Any]], bool] | None = None,
+        progress: Callable[[str], Any] | None = None,
+        control: RunControl | None = None,
     ) -> RunResult:
         """Runs `code` on the calling thread and returns the run result.
 
         `approver` is asked (blocking) before calls that need approval; without one they are denied.
+        `progress` hears about each tool call; `control` lets another thread stop the run.
         """
         state = self._new_state(limits)
-        state.approver = approver
+        state.approver, state.progress = approver, progress
+        if control is not None:
+            control.attach(state)
         return self._execute(code, state)
 
     def _new_state(self, limits: Limits | None) -> RunState:

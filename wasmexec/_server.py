@@ -11,6 +11,7 @@ stops the run and its downstream calls; progress is reported when asked for.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +21,7 @@ import anyio.from_thread
 from wasmexec._envelope import RunResult, run_result_json_schema
 from wasmexec._limits import MAX_TIMEOUT_MS, Limits
 from wasmexec._sandbox import Sandbox
+from wasmexec._server_runs import PausedRuns, ServerRun
 from wasmexec._tool_description import DESCRIPTION, MAX_CODE_BYTES, TOOL_NAME, input_schema
 from wasmexec._version import __version__
 
@@ -37,6 +39,8 @@ class ServeOptions:
     """Default limits; a call may lower or raise them up to `max_timeout_ms`."""
     max_timeout_ms: int = 5 * 60 * 1000
     """The largest `timeout_ms` a call may ask for."""
+    max_concurrent_runs: int = 8
+    """Runs executing at once across every client; later calls wait for a slot."""
 
 
 def render_text(result: RunResult) -> str:
@@ -68,6 +72,8 @@ class RunPythonServer:
         self.options = options or ServeOptions()
         self.broker = broker
         self.tool = self._tool()
+        self._paused = PausedRuns()
+        self._slots = threading.BoundedSemaphore(self.options.max_concurrent_runs)
 
     def _tool(self) -> Any:
         from mcp.types import Tool, ToolAnnotations
@@ -95,25 +101,67 @@ class RunPythonServer:
 
     async def call_tool(self, ctx: Any, params: Any) -> Any:
         from mcp import MCPError
-        from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
+        from mcp.types import INVALID_PARAMS
 
         if params.name != TOOL_NAME:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}; this server has only {TOOL_NAME!r}")
+        if getattr(params, "request_state", None):
+            run = self._paused.resume(params.request_state, _session_key(ctx))
+            if run is None:
+                raise MCPError(INVALID_PARAMS, "run_python: unknown or expired request_state; call run_python again")
+            run.answer(_approved(getattr(params, "input_responses", None) or {}))
+            return await self._drive(ctx, run)
         code, limits, servers = self._arguments(params.arguments, MCPError, INVALID_PARAMS)
+        can_ask, _ = self._elicitation(ctx)
         warnings = await self._connect(servers)
+        run = ServerRun(self.sandbox, code, limits, session_key=_session_key(ctx), warnings=warnings,
+                        can_ask=can_ask, slots=self._slots)  # fmt: skip
+        await ctx.session.report_progress(0, None, "running")
+        run.start()
+        return await self._drive(ctx, run)
+
+    async def _drive(self, ctx: Any, run: ServerRun) -> Any:
+        """Waits for the run's next event; asks for approvals the way the client's era allows."""
+        _, in_2026_era = self._elicitation(ctx)
         async with anyio.from_thread.BlockingPortal() as portal:
-            approver = self._approver(ctx, portal)
-            await ctx.session.report_progress(0, None, "running")
-            result = await self.sandbox.run(code, limits, approver=approver,
-                                            progress=lambda message: portal.start_task_soon(
-                                                ctx.session.report_progress, 0.5, None, message))  # fmt: skip
-            await ctx.session.report_progress(1, 1, "done")
+
+            def report(message: str) -> None:
+                portal.start_task_soon(ctx.session.report_progress, 0.5, None, message)
+
+            try:
+                while True:
+                    kind, payload = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+                    if kind == "done":
+                        break
+                    if in_2026_era:
+                        return self._input_required(run, payload)
+                    else:
+                        run.answer(await self._elicit(ctx, payload))
+            except anyio.get_cancelled_exc_class():
+                run.control.stop()  # the client cancelled: stop the run and its downstream calls
+                raise
+        if isinstance(payload, Exception):
+            raise payload
+        await ctx.session.report_progress(1, 1, "done")
+        return self._tool_result(payload, run.warnings)
+
+    def _tool_result(self, result: RunResult, warnings: list[str]) -> Any:
+        from mcp.types import CallToolResult, TextContent
+
         result["diagnostics"].extend(
             {"severity": "warning", "code": "TOOLS_UNAVAILABLE", "message": warning,
              "hint": "The server was unavailable before the run; calls to it may fail."} for warning in warnings
         )  # fmt: skip
         return CallToolResult(content=[TextContent(type="text", text=render_text(result))],
                               structured_content=dict(result))  # fmt: skip
+
+    def _input_required(self, run: ServerRun, request: dict[str, Any]) -> Any:
+        """The 2026-era way to ask: pause the run and let the client retry with the answer."""
+        from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+
+        question = ElicitRequest(params=ElicitRequestFormParams(message=_question(request),
+                                                                requested_schema=APPROVAL_SCHEMA))  # fmt: skip
+        return InputRequiredResult(input_requests={"approval": question}, request_state=self._paused.pause(run))
 
     def _arguments(self, arguments: Any, error: Any, code_invalid: int) -> tuple[str, Limits, list[str]]:
         arguments = arguments or {}
@@ -151,31 +199,53 @@ class RunPythonServer:
         await anyio.to_thread.run_sync(lambda: self.broker.fetch_listings(known, 30.0, [], problems))
         return warnings + list(problems.values())
 
-    def _approver(self, ctx: Any, portal: anyio.from_thread.BlockingPortal) -> Any:
-        """Asks the user through elicitation; None when the client cannot be asked."""
+    def _elicitation(self, ctx: Any) -> tuple[bool, bool]:
+        """(whether the client can answer elicitation, whether it must be asked the 2026 way)."""
         from mcp.types import ClientCapabilities, ElicitationCapability
 
         try:
-            can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
-        except Exception:
-            can_ask = False
-        if not can_ask:
-            return None
-
-        def approve(request: dict[str, Any]) -> bool:
-            return bool(portal.call(self._elicit, ctx, request))
-
-        return approve
+            can = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
+        except Exception:  # an older session object without the check
+            can = False
+        return bool(can), str(getattr(ctx, "protocol_version", "")).startswith("2026")
 
     async def _elicit(self, ctx: Any, request: dict[str, Any]) -> bool:
-        arguments = json.dumps(request["arguments"], ensure_ascii=False)
-        message = (f"The sandboxed code wants to call {request['server_id']}.{request['tool_name']}"
-                   f"{' (destructive)' if request['annotations'].get('destructiveHint') else ''} with {arguments[:500]}"
-                   f"{'…' if len(arguments) > 500 else ''}. Allow it?")  # fmt: skip
-        schema = {"type": "object", "properties": {"approve": {"type": "boolean", "title": "Allow this call",
-                                                               "default": True}}, "required": ["approve"]}  # fmt: skip
         try:
-            answer = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+            answer = await ctx.session.elicit_form(
+                _question(request), APPROVAL_SCHEMA, related_request_id=ctx.request_id
+            )
         except Exception:
             return False
-        return answer.action == "accept" and bool((answer.content or {}).get("approve", True))
+        return _approved({"approval": answer})
+
+
+#: What the user is asked: one boolean, so every client can render it.
+APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean", "title": "Allow this call", "default": True}},
+    "required": ["approve"],
+}
+
+
+def _question(request: dict[str, Any]) -> str:
+    arguments = json.dumps(request["arguments"], ensure_ascii=False)
+    destructive = " (destructive)" if request["annotations"].get("destructiveHint") else ""
+    shown = arguments[:500] + ("…" if len(arguments) > 500 else "")
+    name = f"{request['server_id']}.{request['tool_name']}"
+    return f"The sandboxed code wants to call {name}{destructive} with {shown}. Allow it?"
+
+
+def _approved(responses: Any) -> bool:
+    """Reads the user's answer (an ElicitResult, or its dict form) to the approval question."""
+    answer = responses.get("approval") if isinstance(responses, dict) else None
+    if answer is None:
+        return False
+    if not isinstance(answer, dict):
+        answer = answer.model_dump(by_alias=True, exclude_none=True)
+    content = answer.get("content") or {}
+    return answer.get("action") == "accept" and content.get("approve", True) is True
+
+
+def _session_key(ctx: Any) -> int:
+    """Binds a paused run to the client that started it."""
+    return hash(getattr(ctx, "session_id", None) or "")

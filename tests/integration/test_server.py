@@ -152,14 +152,16 @@ def _elicitation(action: str) -> Any:
 WRITE = "import servers.files as f\nawait f.write_file(path={path!r}, content='hello')\nresult = 'written'"
 
 
+@pytest.mark.parametrize("mode", MODES)  # legacy: pushed elicitation; auto (2026): input-required and retry
 @pytest.mark.parametrize(("action", "state"), [("accept", "APPROVED"), ("decline", "DENIED"), ("cancel", "DENIED")])
-def test_a_destructive_call_asks_the_user_first(setup: dict[str, Path], action: str, state: str) -> None:
-    target = setup["files"] / f"{action}.txt"
+def test_a_destructive_call_asks_the_user_first(setup: dict[str, Path], action: str, state: str, mode: str) -> None:
+    target = setup["files"] / f"{action}-{mode}.txt"
 
     async def body(client: Client) -> Any:
+        assert client.protocol_version.startswith("2026" if mode == "auto" else "2025")
         return await _call(client, WRITE.format(path=str(target)))
 
-    result = _run(setup, "legacy", body, elicitation_callback=_elicitation(action))
+    result = _run(setup, mode, body, elicitation_callback=_elicitation(action))
     assert result["approval_state"] == state
     if state == "APPROVED":
         assert data_of(result) == "written" and target.read_text() == "hello"
@@ -167,13 +169,14 @@ def test_a_destructive_call_asks_the_user_first(setup: dict[str, Path], action: 
         assert error_of(result)["type"] == "ApprovalDeniedError" and not target.exists()
 
 
-def test_without_elicitation_a_destructive_call_is_denied_with_a_hint(setup: dict[str, Path]) -> None:
-    target = setup["files"] / "unasked.txt"
+@pytest.mark.parametrize("mode", MODES)
+def test_without_elicitation_a_destructive_call_is_denied_with_a_hint(setup: dict[str, Path], mode: str) -> None:
+    target = setup["files"] / f"unasked-{mode}.txt"
 
     async def body(client: Client) -> Any:
         return await _call(client, WRITE.format(path=str(target)))
 
-    result = _run(setup, "legacy", body)
+    result = _run(setup, mode, body)
     assert result["approval_state"] == "DENIED" and not target.exists()
     assert "elicitation" in result["diagnostics"][0]["hint"]
 

@@ -1,0 +1,119 @@
+"""A `run_python` run that can outlive the request that started it.
+
+In the 2026-07-28 protocol era a server cannot ask the client anything in the middle
+of a request: to get an approval it returns an input-required result and the client
+retries the call with the answer. The run waits, paused, on its own thread between
+those requests; this object is the mailbox between the run and whichever request is
+currently driving it. In the 2025 era the same object serves one request from start
+to end, with approvals asked by elicitation while it waits.
+"""
+
+from __future__ import annotations
+
+import queue
+import secrets
+import threading
+import time
+from typing import Any
+
+from wasmexec._limits import Limits
+from wasmexec._sandbox import RunControl, Sandbox
+
+#: A paused run whose client never comes back is forgotten after its own deadline plus this.
+PAUSE_GRACE_S = 60.0
+
+
+class ServerRun:
+    """One run on its own thread, exchanging events with the requests that drive it."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        code: str,
+        limits: Limits,
+        *,
+        session_key: int,
+        warnings: list[str],
+        can_ask: bool,
+        slots: threading.BoundedSemaphore,
+    ) -> None:
+        self.session_key = session_key
+        self.warnings = warnings
+        self.control = RunControl()
+        self.expires = time.monotonic() + limits.timeout_ms / 1000 + PAUSE_GRACE_S
+        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._answers: queue.Queue[bool] = queue.Queue()
+        self._reporter: Any = None
+        self._can_ask = can_ask
+        self._slots = slots
+        self._thread = threading.Thread(target=self._work, args=(sandbox, code, limits), daemon=True,
+                                        name="wasmexec-run")  # fmt: skip
+        self._deadline = time.monotonic() + limits.timeout_ms / 1000
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _work(self, sandbox: Sandbox, code: str, limits: Limits) -> None:
+        approver = self._approve if self._can_ask else None  # None: such calls are denied with a hint
+        try:
+            with self._slots:  # runs executing at once, across every client
+                result: Any = sandbox.run_sync(code, limits, approver=approver, progress=self._progress,
+                                               control=self.control)  # fmt: skip
+        except Exception as exc:  # reported to the request, never lost in a thread
+            result = exc
+        self._events.put(("done", result))
+
+    def _approve(self, request: dict[str, Any]) -> bool:
+        """Called on the broker's thread: hands the question to the driving request, waits for the answer."""
+        self._events.put(("approval", request))
+        try:
+            return self._answers.get(timeout=max(0.0, self._deadline - time.monotonic()))
+        except queue.Empty:
+            return False
+
+    def _progress(self, message: str) -> None:
+        reporter = self._reporter
+        if reporter is not None:
+            try:
+                reporter(message)
+            except Exception:
+                pass
+
+    def drive(self, reporter: Any) -> tuple[str, Any]:
+        """Blocks until the next event: ("approval", request) or ("done", result or exception)."""
+        self._reporter = reporter
+        try:
+            return self._events.get()
+        finally:
+            self._reporter = None
+
+    def answer(self, approved: bool) -> None:
+        self._answers.put(approved)
+
+
+class PausedRuns:
+    """Runs waiting for a client's retry, by an unguessable token bound to the client's session."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, ServerRun] = {}
+
+    def pause(self, run: ServerRun) -> str:
+        token = "wasmexec-" + secrets.token_urlsafe(24)
+        with self._lock:
+            self._forget_expired()
+            self._runs[token] = run
+        return token
+
+    def resume(self, token: str, session_key: int) -> ServerRun | None:
+        with self._lock:
+            run = self._runs.get(token)
+            if run is None or run.session_key != session_key:
+                return None
+            del self._runs[token]
+            return run
+
+    def _forget_expired(self) -> None:
+        now = time.monotonic()
+        for token in [t for t, run in self._runs.items() if run.expires < now]:
+            self._runs.pop(token).control.stop()
