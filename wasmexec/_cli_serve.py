@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from typing import Any
@@ -30,30 +31,39 @@ def command_serve(args: argparse.Namespace) -> int:
         if args.http:
             _serve_http(server, args.host, args.port)
         else:
+            _interrupt_on_sigterm()
             anyio.run(_serve_stdio, server)
     finally:
         if broker is not None:
-            broker.close()
+            broker.close()  # stops the servers it started
+        if _terminated:
+            # Idle anyio worker threads of the interrupted loop would keep the interpreter alive.
+            sys.stderr.flush()
+            os._exit(128 + signal.SIGTERM)
     return 0
+
+
+_terminated = False
 
 
 async def _serve_stdio(server: Any) -> None:
     from mcp import stdio_server
 
     lowlevel = server.lowlevel()
-    async with anyio.create_task_group() as group:
-        group.start_soon(_stop_on_signal, group.cancel_scope)
-        async with stdio_server() as (read, write):
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
-        group.cancel_scope.cancel()  # stdin closed: the client is gone
+    async with stdio_server() as (read, write):  # returns when stdin closes: the client is gone
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for _ in signals:
-            print("wasmexec: stopping (signal)", file=sys.stderr)
-            scope.cancel()
-            return
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM stops the server like Ctrl-C: the stdin reader is a thread no cancellation reaches."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        global _terminated
+        _terminated = True
+        print("wasmexec: stopping (SIGTERM)", file=sys.stderr)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 def _serve_http(server: Any, host: str, port: int) -> None:

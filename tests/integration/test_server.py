@@ -234,3 +234,70 @@ def test_streamable_http_serves_both_eras(http_url: str, mode: str) -> None:
                 return await _call(client, "import servers.slow as s\nawait s.sleep_for(seconds=0)")
 
     assert data_of(anyio.run(main)) == {"result": 0}
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, stack = set(), [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.add(child)
+            stack.append(child)
+    return found
+
+
+def _start_and_call(setup: dict[str, Path]) -> tuple[subprocess.Popen[bytes], set[int]]:
+    """Starts `wasmexec serve` over stdio by hand, makes one call that starts a downstream server."""
+    params = _params(setup)
+    process = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, env={**os.environ, **(params.env or {})})  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        process.stdin.write((json.dumps(message) + "\n").encode())  # type: ignore[union-attr]
+        process.stdin.flush()  # type: ignore[union-attr]
+
+    send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})  # fmt: skip
+    process.stdout.readline()
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_python", "arguments": {
+        "code": "import servers.slow as s\nawait s.sleep_for(seconds=0)"}}})  # fmt: skip
+    reply = json.loads(process.stdout.readline())
+    assert reply["result"]["structuredContent"]["result"]["ok"], reply
+    descendants = _descendants(process.pid)
+    assert descendants  # the downstream server runs
+    return process, descendants
+
+
+def _gone(pids: set[int]) -> bool:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if not any(Path(f"/proc/{pid}").exists() for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_stdin_eof_stops_the_server_and_its_downstream_servers(setup: dict[str, Path]) -> None:
+    process, descendants = _start_and_call(setup)
+    process.stdin.close()  # type: ignore[union-attr]
+    assert process.wait(timeout=30) == 0
+    process.stdout.close()  # type: ignore[union-attr]
+    assert _gone(descendants)
+
+
+def test_sigterm_stops_the_server_and_its_downstream_servers(setup: dict[str, Path]) -> None:
+    process, descendants = _start_and_call(setup)
+    process.terminate()
+    process.wait(timeout=30)
+    process.stdin.close()  # type: ignore[union-attr]
+    process.stdout.close()  # type: ignore[union-attr]
+    assert _gone(descendants)
