@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from wasmexec import validate_run_result
@@ -32,3 +34,38 @@ def limit_of(result: Any) -> str:
     """Which limit stopped the run (from its SANDBOX_LIMIT diagnostic)."""
     assert error_of(result)["type"] == "SandboxLimitError", result
     return str(diagnostic(result, "SANDBOX_LIMIT")["limit"])
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def listening(command: list[str], port: int, env: dict[str, str] | None = None, timeout: float = 60) -> Iterator[str]:
+    """Starts an HTTP MCP server process, waits until its port accepts, yields its /mcp URL, stops it."""
+    import os
+    import socket
+    import subprocess
+    import time
+
+    process = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise AssertionError(f"{command} did not listen on port {port}") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

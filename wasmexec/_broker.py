@@ -9,7 +9,6 @@ traced (never its arguments or results) and cancelled when the run ends.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from concurrent.futures import Future
@@ -23,7 +22,7 @@ from wasmexec import _stubs
 from wasmexec._audit import AuditLog, digest
 from wasmexec._catalog import DETAILS, SPEC_VERSION, Catalog, ToolEntry
 from wasmexec._config import Config
-from wasmexec._hostcalls import MAX_PAYLOAD_BYTES, HostCallError, RunState
+from wasmexec._hostcalls import HostCallError, RunState, encode_payload
 from wasmexec._policy import Decision, Policy, RateLimiter
 from wasmexec._pool import Listing, Pool, ServerUnavailable
 from wasmexec._redact import Redactor
@@ -257,7 +256,7 @@ class Broker:
                     raise _not_approved(entry, approval)
             await self._wait_for_rate(run, entry)
             result = await self.pool.call_tool(entry.server_id, entry.tool_name, arguments, run.remaining())
-            text = _encode(unwrap(result), entry)
+            text = encode_payload(unwrap(result), f"the result of {entry.tool_name}")
         except ServerUnavailable as exc:
             error = HostCallError("unavailable", str(exc), exc.hint)
         except HostCallError as exc:
@@ -362,18 +361,6 @@ def unwrap(result: Any) -> Any:
     if len(content) == 1 and getattr(content[0], "type", None) == "text":
         return content[0].text
     return result.model_dump(by_alias=True, exclude_none=True, mode="json")
-
-
-def _encode(value: Any, entry: ToolEntry) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if len(text) > MAX_PAYLOAD_BYTES:
-        raise HostCallError(
-            "limit-exceeded",
-            f"{entry.tool_name} returned {len(text)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
-            "Ask the tool for less (filter, paginate).",
-            limit="payload_bytes",
-        )
-    return text
 
 
 def _outcome(future: Future[str]) -> str | HostCallError:

@@ -215,7 +215,8 @@ def _decode(payload: str, what: str) -> Any:
         raise HostCallError("invalid-argument", f"{what} is not valid JSON: {exc}") from None
 
 
-def _encode(value: Any, what: str) -> str:
+def encode_payload(value: Any, what: str) -> str:
+    """Compact JSON of a host call's answer; a `payload_bytes` limit error when too large."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if len(text) > MAX_PAYLOAD_BYTES:
         raise HostCallError(
@@ -230,7 +231,7 @@ def _encode(value: Any, what: str) -> str:
 def host_catalog(store: Any, op: str, request_json: str) -> Any:
     try:
         run = _current()
-        return _ok(_encode(run.tools.catalog(run, op, _decode(request_json, "the request")), "the answer"))
+        return _ok(encode_payload(run.tools.catalog(run, op, _decode(request_json, "the request")), "the answer"))
     except HostCallError as error:
         return _err(_error_value(error))
     except Exception as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import ElicitResult
 
-from tests.helpers import data_of, error_of
+from tests.helpers import data_of, error_of, free_port, listening
 from tests.integration.conftest import NODE_BIN, SECRET, SERVERS
 from wasmexec import Runtime, validate_run_result
 from wasmexec._tool_description import DESCRIPTION
@@ -206,24 +205,9 @@ def test_configured_secrets_are_redacted_and_the_audit_holds_no_plaintext(setup:
 
 @pytest.fixture
 def http_url(setup: dict[str, Path]) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    params = _params(setup)
-    process = subprocess.Popen([params.command, *params.args, "--http", "--port", str(port)],
-                               env={**os.environ, **(params.env or {})}, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=20)
+    params, port = _params(setup), free_port()
+    with listening([params.command, *params.args, "--http", "--port", str(port)], port, params.env) as url:
+        yield url
 
 
 @pytest.mark.parametrize("mode", MODES)

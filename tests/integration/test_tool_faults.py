@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -13,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import data_of, diagnostic, error_of
+from tests.helpers import data_of, diagnostic, error_of, free_port, listening
 from tests.integration.conftest import SERVERS
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._broker import Broker
@@ -196,23 +194,9 @@ def test_a_call_still_running_when_the_run_ends_is_cancelled(runtime: Runtime, t
 
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([sys.executable, str(SERVERS / "slow.py"), "--http", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    port = free_port()
+    with listening([sys.executable, str(SERVERS / "slow.py"), "--http", str(port)], port) as url:
+        yield url
 
 
 def test_a_streamable_http_server_is_called_like_a_stdio_one(
