@@ -136,7 +136,7 @@ class ArtifactStore:
             manifest = self._read_manifest(directory)
             if manifest is not None:  # another process built it while we waited
                 return manifest
-            self.progress("wasmexec: building the sandbox component with componentize-py (once, ~10 s)...")
+            self.progress("wasmexec: building the sandbox component with componentize-py (once, 10-30 s)...")
             started = time.monotonic()
             wasm = self._run_componentize(directory)
             image = "sha256:" + hashlib.sha256(wasm).hexdigest()
@@ -195,7 +195,7 @@ class ArtifactStore:
         from wasmtime.component import Component
 
         wasm = self.component_bytes()
-        self.progress("wasmexec: compiling the sandbox component for this machine (once, ~8 s)...")
+        self.progress("wasmexec: compiling the sandbox component for this machine (once, 5-25 s)...")
         started = time.monotonic()
         try:
             component = Component(engine, wasm)
@@ -204,6 +204,7 @@ class ArtifactStore:
         directory = self._writable_directory()
         with _locked(directory):
             _atomic_write(directory / name, bytes(component.serialize()))
+            _prune(directory, keep_images=KEEP_IMAGES)
         self.progress(f"wasmexec: compiled in {time.monotonic() - started:.1f} s, cached in {directory}")
         return component
 
@@ -237,6 +238,32 @@ def _stage_tzdata(target: Path) -> Path:
         raise BuildError("the tzdata package is missing; it is a dependency of wasmexec (pip install tzdata)")
     shutil.copytree(Path(spec.origin).parent, target / "tzdata", ignore=shutil.ignore_patterns("__pycache__"))
     return target
+
+
+#: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
+#: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
+KEEP_IMAGES = 3
+
+
+def _prune(directory: Path, keep_images: int) -> None:
+    """Deletes all but the newest `keep_images` builds (manifest, component, compiled forms)."""
+    manifests = sorted(directory.glob("guest-*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
+    keep: set[str] = set()
+    for manifest in manifests[keep_images:]:
+        try:
+            image = str(json.loads(manifest.read_text())["sandbox_image"]).removeprefix("sha256:")[:32]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        for path in [manifest, manifest.with_suffix(".wasm"), *directory.glob(f"{image}-*.cwasm")]:
+            path.unlink(missing_ok=True)
+    for manifest in manifests[:keep_images]:
+        try:
+            keep.add(str(json.loads(manifest.read_text())["sandbox_image"]).removeprefix("sha256:")[:32])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    for compiled in directory.glob("*.cwasm"):
+        if compiled.name.split("-", 1)[0] not in keep:
+            compiled.unlink(missing_ok=True)  # left by a build whose manifest is gone
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -87,7 +87,8 @@ class Sandbox:
         self.runtime = runtime
         self.redactor = redactor if redactor is not None else Redactor()
         self.tools: ToolHost = tools if tools is not None else NoTools()
-        self._limiter = anyio.CapacityLimiter(max_concurrent_runs)
+        self._limiter = anyio.CapacityLimiter(max_concurrent_runs)  # async runs queue here without a thread
+        self._slots = threading.BoundedSemaphore(max_concurrent_runs)  # and every run, sync too, takes a slot
         self.audit = audit
         self._closed = False
 
@@ -179,7 +180,8 @@ class Sandbox:
     def _execute(self, code: str, state: RunState) -> RunResult:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
-        result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
+        with self._slots:
+            result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
         if self.audit is not None:
             write_run_line(self.audit, result, redactions)
         return result

@@ -11,7 +11,6 @@ stops the run and its downstream calls; progress is reported when asked for.
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -39,8 +38,6 @@ class ServeOptions:
     """Default limits; a call may lower or raise them up to `max_timeout_ms`."""
     max_timeout_ms: int = 5 * 60 * 1000
     """The largest `timeout_ms` a call may ask for."""
-    max_concurrent_runs: int = 8
-    """Runs executing at once across every client; later calls wait for a slot."""
 
 
 def render_text(result: RunResult) -> str:
@@ -73,7 +70,6 @@ class RunPythonServer:
         self.broker = broker
         self.tool = self._tool()
         self._paused = PausedRuns()
-        self._slots = threading.BoundedSemaphore(self.options.max_concurrent_runs)
 
     def _tool(self) -> Any:
         from mcp.types import Tool, ToolAnnotations
@@ -115,7 +111,7 @@ class RunPythonServer:
         can_ask, _ = self._elicitation(ctx)
         warnings = await self._connect(servers)
         run = ServerRun(self.sandbox, code, limits, session_key=_session_key(ctx), warnings=warnings,
-                        can_ask=can_ask, slots=self._slots)  # fmt: skip
+                        can_ask=can_ask)  # fmt: skip
         await ctx.session.report_progress(0, None, "running")
         run.start()
         return await self._drive(ctx, run)

@@ -35,7 +35,6 @@ class ServerRun:
         session_key: int,
         warnings: list[str],
         can_ask: bool,
-        slots: threading.BoundedSemaphore,
     ) -> None:
         self.session_key = session_key
         self.warnings = warnings
@@ -45,7 +44,6 @@ class ServerRun:
         self._answers: queue.Queue[bool] = queue.Queue()
         self._reporter: Any = None
         self._can_ask = can_ask
-        self._slots = slots
         self._thread = threading.Thread(target=self._work, args=(sandbox, code, limits), daemon=True,
                                         name="wasmexec-run")  # fmt: skip
         self._deadline = time.monotonic() + limits.timeout_ms / 1000
@@ -56,9 +54,8 @@ class ServerRun:
     def _work(self, sandbox: Sandbox, code: str, limits: Limits) -> None:
         approver = self._approve if self._can_ask else None  # None: such calls are denied with a hint
         try:
-            with self._slots:  # runs executing at once, across every client
-                result: Any = sandbox.run_sync(code, limits, approver=approver, progress=self._progress,
-                                               control=self.control)  # fmt: skip
+            result: Any = sandbox.run_sync(code, limits, approver=approver, progress=self._progress,
+                                           control=self.control)  # fmt: skip
         except Exception as exc:  # reported to the request, never lost in a thread
             result = exc
         self._events.put(("done", result))

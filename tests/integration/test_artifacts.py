@@ -78,3 +78,23 @@ def test_the_sandbox_image_is_the_sha256_of_the_component(runtime: Runtime) -> N
 
     wasm = runtime.artifacts.component_bytes()
     assert runtime.sandbox_image == "sha256:" + hashlib.sha256(wasm).hexdigest()
+
+
+def test_old_builds_are_pruned_from_the_cache_and_the_current_one_kept(runtime: Runtime, tmp_path: Path) -> None:
+    import json
+    import os
+
+    from wasmexec._artifacts import KEEP_IMAGES, _prune
+
+    for index in range(KEEP_IMAGES + 2):
+        image = f"{index:032x}"
+        (tmp_path / f"guest-{index}.json").write_text(json.dumps({"sandbox_image": "sha256:" + image}))
+        (tmp_path / f"guest-{index}.wasm").write_bytes(b"x")
+        (tmp_path / f"{image}-wasmtime-v1-fuel.cwasm").write_bytes(b"x")
+        os.utime(tmp_path / f"guest-{index}.json", (index, index))  # older index, older build
+    (tmp_path / f"{'f' * 32}-orphan.cwasm").write_bytes(b"x")
+    _prune(tmp_path, KEEP_IMAGES)
+    kept = sorted(path.name for path in tmp_path.glob("guest-*.json"))
+    assert kept == [f"guest-{i}.json" for i in range(2, KEEP_IMAGES + 2)]
+    assert sorted(p.name[:32] for p in tmp_path.glob("*.cwasm")) == [f"{i:032x}" for i in range(2, KEEP_IMAGES + 2)]
+    assert not (tmp_path / "guest-0.wasm").exists()

@@ -108,3 +108,15 @@ def test_runs_share_nothing(runtime: Runtime) -> None:
         )
     )
     assert seen == [False, False, False]
+
+
+def test_max_concurrent_runs_queues_sync_runs_too(runtime: Runtime) -> None:
+    sandbox = Sandbox(runtime=runtime, max_concurrent_runs=1)
+    code = "import time\nt = time.monotonic()\ntime.sleep(0.3)\nresult = t"
+    starts: list[float] = []
+    threads = [threading.Thread(target=lambda: starts.append(data_of(sandbox.run_sync(code)))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(starts) == 2 and abs(starts[0] - starts[1]) >= 0.29  # the second waited for the first
