@@ -1,13 +1,14 @@
 """Core benchmarks of wasmexec, all in one run.
 
     python benchmarks/bench_core.py [--quick] [--json OUT]
+    python benchmarks/bench_core.py --summary-from OUT     # reprint the tables of an earlier run
 
 Sections (see README.md for the measured numbers and targets):
 
   a. a fresh sandbox per run of ``result = 1 + 1``, fuel on and off, and its phases;
   b. process cold start of ``wasmexec run`` with a warm compiled cache, and its phases;
   c. CPU/stdlib workloads: native CPython, wasm (fuel+epoch, epoch only, neither) and Pyodide;
-  d. parallel throughput of a CPU-bound workload on 1 vs 2 threads;
+  d. parallel throughput of a CPU-bound workload on 1 vs 2 threads (and processes, and a control);
   e. resident memory per live (sleeping) sandbox;
   f. first-ever start: ``wasmexec build`` into an empty cache directory (skipped with --quick).
 
@@ -18,13 +19,16 @@ benchmark machine is small and shared. Times are wall-clock ``time.perf_counter`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import hashlib
 import json
 import math
+import multiprocessing
 import os
 import platform
 import re
-import shutil
+import resource
 import statistics
 import subprocess
 import sys
@@ -32,7 +36,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,8 +44,7 @@ from typing import Any
 from wasmtime import Config, Engine, Store, WasiConfig
 from wasmtime.component import Component, Linker
 
-from wasmexec import Limits, Runtime, Sandbox
-from wasmexec import _epoch, _hostcalls, _run
+from wasmexec import Limits, Runtime, Sandbox, _epoch, _hostcalls, _run
 from wasmexec._hostcalls import NoTools, RunState
 from wasmexec._runtime import engine_key, wasmtime_version
 
@@ -52,6 +55,8 @@ CACHE_DIR = HERE / ".cache"  # compiled no-epoch variant of the guest (benchmark
 
 TRIVIAL_CODE = "result = 1 + 1"
 SLEEP_CODE = "import time\ntime.sleep(2)\nresult = 'slept'"
+CONTROL = "control: sha256, no wasm"
+PROCESSES = "fuel+epoch, 2 processes instead of threads"
 PARALLEL_CODE = """
 def fib(n):
     return n if n < 2 else fib(n - 1) + fib(n - 2)
@@ -134,10 +139,26 @@ class Settings:
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
         if quick:
-            return cls(True, fresh_runs=60, cold_repeats=5, workload_repeats=2, pyodide_loads=1,
-                       parallel_runs=8, parallel_rounds=1, memory_sandboxes=8)
-        return cls(False, fresh_runs=300, cold_repeats=20, workload_repeats=5, pyodide_loads=3,
-                   parallel_runs=16, parallel_rounds=3, memory_sandboxes=16)
+            return cls(
+                True,
+                fresh_runs=60,
+                cold_repeats=5,
+                workload_repeats=2,
+                pyodide_loads=1,
+                parallel_runs=16,
+                parallel_rounds=2,
+                memory_sandboxes=8,
+            )
+        return cls(
+            False,
+            fresh_runs=300,
+            cold_repeats=20,
+            workload_repeats=7,
+            pyodide_loads=3,
+            parallel_runs=32,
+            parallel_rounds=5,
+            memory_sandboxes=16,
+        )
 
 
 # -- statistics and small helpers -------------------------------------------------------------
@@ -147,8 +168,13 @@ def summarize(seconds: Sequence[float]) -> dict[str, float]:
     """Median, p95 (nearest rank), min and max in milliseconds, and the sample count."""
     ordered = sorted(seconds)
     rank = max(0, math.ceil(0.95 * len(ordered)) - 1)
-    return {"median_ms": statistics.median(ordered) * 1e3, "p95_ms": ordered[rank] * 1e3,
-            "min_ms": ordered[0] * 1e3, "max_ms": ordered[-1] * 1e3, "n": len(ordered)}
+    return {
+        "median_ms": statistics.median(ordered) * 1e3,
+        "p95_ms": ordered[rank] * 1e3,
+        "min_ms": ordered[0] * 1e3,
+        "max_ms": ordered[-1] * 1e3,
+        "n": len(ordered),
+    }
 
 
 def ratio(value: float | None, baseline: float | None) -> float | None:
@@ -189,6 +215,15 @@ def settle() -> None:
     gc.collect()
 
 
+def per_run_usage(before: Any, after: Any, runs: int) -> dict[str, float]:
+    """Minor page faults and user/kernel CPU time per run between two getrusage snapshots."""
+    return {
+        "minor page faults": (after.ru_minflt - before.ru_minflt) / runs,
+        "user ms": (after.ru_utime - before.ru_utime) / runs * 1e3,
+        "system ms": (after.ru_stime - before.ru_stime) / runs * 1e3,
+    }
+
+
 def log(message: str) -> None:
     """Progress and results go to stdout as they come."""
     print(message, flush=True)
@@ -204,8 +239,14 @@ def fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
 
 def machine_info(runtime: Runtime) -> dict[str, Any]:
     """Cores, CPU model, Python, guest Python, wasmtime, Node and Pyodide versions."""
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     guest = run_ok(Sandbox(Limits(fuel=None), runtime=runtime), "import sys\nresult = sys.version")["data"]
     pyodide_package = HERE / "node_modules" / "pyodide" / "package.json"
     return {
@@ -216,6 +257,9 @@ def machine_info(runtime: Runtime) -> dict[str, Any]:
         "wasmtime_py": wasmtime_version(),
         "node": _command_output(["node", "--version"]),
         "pyodide": json.loads(pyodide_package.read_text())["version"] if pyodide_package.is_file() else None,
+        "loadavg_at_start": os.getloadavg(),
+        "sandbox_image": runtime.sandbox_image,
+        "git_head": _command_output(["git", "-C", str(HERE), "describe", "--always", "--dirty"]),
     }
 
 
@@ -229,13 +273,18 @@ def _command_output(argv: list[str]) -> str | None:
 # -- running the guest by hand (phases, and an engine without epochs) --------------------------
 
 
+def engine_config(fuel: bool, epoch: bool) -> Config:
+    """A wasmtime Config like wasmexec's (`_runtime.make_engine`), with fuel and epochs chosen."""
+    config = Config()
+    config.epoch_interruption = epoch
+    config.consume_fuel = fuel
+    config.cranelift_opt_level = "speed"
+    return config
+
+
 def make_bare_engine() -> Engine:
     """An engine like wasmexec's but with neither fuel nor epoch interruption (not a safe sandbox)."""
-    config = Config()
-    config.epoch_interruption = False
-    config.consume_fuel = False
-    config.cranelift_opt_level = "speed"
-    return Engine(config)
+    return Engine(engine_config(fuel=False, epoch=False))
 
 
 @dataclass
@@ -266,6 +315,8 @@ def bare_guest(runtime: Runtime, compile_if_missing: bool) -> Guest | None:
         log("  (compiling the guest once for an engine without epochs; cached in benchmarks/.cache)")
         component = Component(engine, runtime.artifacts.component_bytes())
         CACHE_DIR.mkdir(exist_ok=True)
+        for stale in CACHE_DIR.glob("*-noepoch.cwasm"):  # compiled for earlier guest images
+            stale.unlink()
         path.write_bytes(bytes(component.serialize()))
     else:
         return None
@@ -278,8 +329,8 @@ def bare_guest(runtime: Runtime, compile_if_missing: bool) -> Guest | None:
 def run_by_hand(guest: Guest, code: str, limits: Limits) -> tuple[dict[str, float], Any]:
     """Does what `_run.execute` does around the guest call, timing each phase.
 
-    Returns the phase times in seconds and the `result` value of the code. The store is
-    closed on this thread (execute hands it to a reaper thread instead).
+    Returns the phase times in seconds and the `result` value of the code. WASI output is
+    discarded instead of captured; everything else is set up as execute sets it up.
     """
     phases: dict[str, float] = {}
     state = RunState(limits=limits, tools=NoTools(), run_id="bench")
@@ -296,7 +347,7 @@ def run_by_hand(guest: Guest, code: str, limits: Limits) -> tuple[dict[str, floa
         _epoch.watch_store(store, state.should_stop)
     options = json.dumps({"max_result_bytes": limits.max_result_bytes})
     phases["store + WasiConfig"] = time.perf_counter() - started
-    with guest.ticker or _nothing(), _hostcalls.bind(state):
+    with guest.ticker or contextlib.nullcontext(), _hostcalls.bind(state):
         started = time.perf_counter()
         instance = guest.linker.instantiate(store, guest.component)
         phases["instantiate"] = time.perf_counter() - started
@@ -312,78 +363,89 @@ def run_by_hand(guest: Guest, code: str, limits: Limits) -> tuple[dict[str, floa
     return phases, json.loads(report.get("data_json", "null"))
 
 
-class _nothing:
-    """A do-nothing context manager (for a guest without an epoch ticker)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
 # -- a. fresh sandbox per run -----------------------------------------------------------------
 
 
 def bench_fresh_sandbox(runtime: Runtime, settings: Settings) -> dict[str, Any]:
-    """Host wall time of `Sandbox.run_sync("result = 1 + 1")`, fuel on and off, and its phases."""
+    """Host wall time of `Sandbox.run_sync("result = 1 + 1")`, fuel on and off, and its phases.
+
+    run_sync and the by-hand phase timing alternate, so drifting machine speed hits both
+    alike; what run_sync costs beyond the phases is wasmexec's host-side bookkeeping (run
+    state, result building, redaction, digests). Page faults and CPU time are per run,
+    averaged over both.
+    """
     results: dict[str, Any] = {}
     for label, limits in (("fuel+epoch", Limits()), ("epoch only", Limits(fuel=None))):
         sandbox = Sandbox(limits, runtime=runtime)
-        sandbox.prepare()
-        for _ in range(10):  # warm-up: page in the compiled code, start the ticker and reaper
-            run_ok(sandbox, TRIVIAL_CODE)
-        walls = [timed(lambda: run_ok(sandbox, TRIVIAL_CODE))[0] for _ in range(settings.fresh_runs)]
-        settle()
         guest = guest_of(runtime, limits.fuel is not None)
+        for _ in range(10):  # warm-up: page in the compiled code, start the epoch ticker
+            run_ok(sandbox, TRIVIAL_CODE)
+            run_by_hand(guest, TRIVIAL_CODE, limits)
+        walls: list[float] = []
         phase_samples: dict[str, list[float]] = {}
+        before = resource.getrusage(resource.RUSAGE_SELF)
         for _ in range(settings.fresh_runs):
+            walls.append(timed(lambda sandbox=sandbox: run_ok(sandbox, TRIVIAL_CODE))[0])
             phases, _ = run_by_hand(guest, TRIVIAL_CODE, limits)
             for name, seconds in phases.items():
                 phase_samples.setdefault(name, []).append(seconds)
+        settle()
+        usage = per_run_usage(before, resource.getrusage(resource.RUSAGE_SELF), 2 * settings.fresh_runs)
+        wall = summarize(walls)
         phase_summary = {name: summarize(samples) for name, samples in phase_samples.items()}
-        in_path = sum(phase_summary[name]["median_ms"] for name in ("store + WasiConfig", "instantiate", "export call"))
+        bookkeeping = wall["median_ms"] - sum(summary["median_ms"] for summary in phase_summary.values())
         results[label] = {
-            "run_sync": summarize(walls),
+            "run_sync": wall,
             "phases": phase_summary,
-            "rest of run_sync (median minus phases before close)": summarize(walls)["median_ms"] - in_path,
+            "host bookkeeping ms": bookkeeping,
+            "per run": usage,
         }
-        log(f"  {label}: run_sync p50 {results[label]['run_sync']['median_ms']:.2f} ms, "
-            f"p95 {results[label]['run_sync']['p95_ms']:.2f} ms; phases p50 "
-            + ", ".join(f"{name} {summary['median_ms']:.2f}" for name, summary in phase_summary.items()))
+        log(
+            f"  {label}: run_sync p50 {wall['median_ms']:.2f} ms, p95 {wall['p95_ms']:.2f} ms; phases p50 "
+            + ", ".join(f"{name} {summary['median_ms']:.2f}" for name, summary in phase_summary.items())
+            + f", rest of run_sync {bookkeeping:.2f}; per run {usage['minor page faults']:.0f} page faults, "
+            f"{usage['user ms']:.2f} ms user CPU, {usage['system ms']:.2f} ms kernel CPU"
+        )
     return results
 
 
 # -- b. process cold start --------------------------------------------------------------------
 
 
-def time_processes(argv: list[str], repeats: int, stdin: str | None = None) -> list[float]:
-    """Wall time of `repeats` runs of a command (each must exit 0)."""
-    walls = []
-    for _ in range(repeats):
-        seconds, completed = timed(lambda: subprocess.run(argv, input=stdin, capture_output=True, text=True))
-        if completed.returncode != 0:
-            raise RuntimeError(f"{argv[:3]} failed: {completed.stderr[-2000:]}")
-        walls.append(seconds)
-    return walls
+def time_process(argv: list[str], stdin: str | None = None) -> tuple[float, str]:
+    """Wall time and stdout of one run of a command (which must exit 0)."""
+    seconds, completed = timed(lambda: subprocess.run(argv, input=stdin, capture_output=True, text=True))
+    if completed.returncode != 0:
+        raise RuntimeError(f"{argv[:3]} failed: {completed.stderr[-2000:]}")
+    return seconds, completed.stdout
 
 
 def bench_cold_start(settings: Settings) -> dict[str, Any]:
-    """`wasmexec run -c "result = 1"` as a new process, a bare `python -c pass`, and the phases between."""
-    repeats = settings.cold_repeats
-    time_processes([WASMEXEC_CLI, "run", "-c", "result = 1"], 2)  # warm the page cache
-    cli = summarize(time_processes([WASMEXEC_CLI, "run", "-c", "result = 1"], repeats))
-    bare = summarize(time_processes([PYTHON, "-c", "pass"], repeats))
-    phase_samples: dict[str, list[float]] = {}
-    for _ in range(repeats):
-        completed = subprocess.run([PYTHON, "-c", COLD_PHASES_SCRIPT], capture_output=True, text=True, check=True)
-        for name, seconds in json.loads(completed.stdout).items():
-            phase_samples.setdefault(name, []).append(seconds)
-    phases = {name: summarize(samples) for name, samples in phase_samples.items()}
-    log(f"  wasmexec run: p50 {cli['median_ms']:.0f} ms, p95 {cli['p95_ms']:.0f} ms; python -c pass "
-        f"{bare['median_ms']:.0f} ms; phases p50 "
-        + ", ".join(f"{name} {summary['median_ms']:.1f}" for name, summary in phases.items()))
-    return {"wasmexec run": cli, "python -c pass": bare, "phases": phases}
+    """`wasmexec run -c "result = 1"` as a new process, a bare `python -c pass`, and the phases between.
+
+    The three are interleaved per repeat so that machine load drifting hits them alike. The
+    phases script's own wall time minus its phases is interpreter startup and exit.
+    """
+    cli_argv = [WASMEXEC_CLI, "run", "-c", "result = 1"]
+    for _ in range(2):  # warm the page cache
+        time_process(cli_argv)
+    samples: dict[str, list[float]] = {}
+    for _ in range(settings.cold_repeats):
+        samples.setdefault("wasmexec run", []).append(time_process(cli_argv)[0])
+        samples.setdefault("python -c pass", []).append(time_process([PYTHON, "-c", "pass"])[0])
+        wall, stdout = time_process([PYTHON, "-c", COLD_PHASES_SCRIPT])
+        phases = json.loads(stdout)
+        phases["startup + exit"] = wall - sum(phases.values())
+        for name, seconds in phases.items():
+            samples.setdefault(name, []).append(seconds)
+        samples.setdefault("phases script total", []).append(wall)
+    summaries = {name: summarize(values) for name, values in samples.items()}
+    log(
+        "  p50 "
+        + ", ".join(f"{name} {summary['median_ms']:.1f} ms" for name, summary in summaries.items())
+        + f"; wasmexec run p95 {summaries['wasmexec run']['p95_ms']:.0f} ms"
+    )
+    return summaries
 
 
 # -- c. workloads -----------------------------------------------------------------------------
@@ -391,9 +453,7 @@ def bench_cold_start(settings: Settings) -> dict[str, Any]:
 
 def run_native(code: str) -> tuple[float, float]:
     """Runs `code` in a fresh CPython process; returns (time inside, exec wall) in seconds."""
-    completed = subprocess.run([PYTHON, "-c", NATIVE_HARNESS], input=code, capture_output=True, text=True,
-                               check=True)
-    answer = json.loads(completed.stdout)
+    answer = json.loads(time_process([PYTHON, "-c", NATIVE_HARNESS], stdin=code)[1])
     return answer["result"]["seconds"], answer["wall"]
 
 
@@ -415,8 +475,14 @@ def run_pyodide(loads: int, repeats: int, workloads: dict[str, str]) -> dict[str
         return {"error": "pyodide is not installed: run `npm ci` in benchmarks/"}
     config = json.dumps({"loads": loads, "repeats": repeats, "workloads": workloads})
     try:
-        completed = subprocess.run(["node", str(HERE / "pyodide_bench.mjs")], input=config, capture_output=True,
-                                   text=True, cwd=HERE, timeout=600)
+        completed = subprocess.run(
+            ["node", str(HERE / "pyodide_bench.mjs")],
+            input=config,
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+            timeout=600,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"error": f"node could not run: {exc}"}
     if completed.returncode != 0:
@@ -435,7 +501,8 @@ def bench_workloads(runtime: Runtime, settings: Settings) -> dict[str, Any]:
     if bare is not None:
         runners["wasm neither"] = lambda code: run_bare(bare, code)
     samples: dict[str, dict[str, dict[str, list[float]]]] = {
-        name: {mode: {"inside": [], "wall": []} for mode in runners} for name in WORKLOADS}
+        name: {mode: {"inside": [], "wall": []} for mode in runners} for name in WORKLOADS
+    }
     for _ in range(settings.workload_repeats):  # interleaved, so drifting machine load hits every mode alike
         for name, code in WORKLOADS.items():
             for mode, runner in runners.items():
@@ -443,13 +510,17 @@ def bench_workloads(runtime: Runtime, settings: Settings) -> dict[str, Any]:
                 samples[name][mode]["inside"].append(inside)
                 samples[name][mode]["wall"].append(wall)
     pyodide = run_pyodide(settings.pyodide_loads, settings.workload_repeats, WORKLOADS)
-    results: dict[str, Any] = {"pyodide": {key: value for key, value in pyodide.items() if key != "workloads"},
-                               "workloads": {}}
+    results: dict[str, Any] = {
+        "pyodide": {key: value for key, value in pyodide.items() if key != "workloads"},
+        "workloads": {},
+    }
     if "load_ms" in pyodide:
         results["pyodide"]["load"] = summarize([ms / 1e3 for ms in pyodide["load_ms"]])
     for name in WORKLOADS:
-        modes = {mode: {"inside": summarize(values["inside"]), "wall": summarize(values["wall"])}
-                 for mode, values in samples[name].items()}
+        modes = {
+            mode: {"inside": summarize(values["inside"]), "wall": summarize(values["wall"])}
+            for mode, values in samples[name].items()
+        }
         if name in pyodide.get("workloads", {}):
             entry = pyodide["workloads"][name]
             modes["pyodide"] = {"inside": summarize(entry["inside_s"]), "wall": summarize(entry["wall_s"])}
@@ -458,56 +529,151 @@ def bench_workloads(runtime: Runtime, settings: Settings) -> dict[str, Any]:
             mode["inside_ratio"] = ratio(mode["inside"]["median_ms"], native["inside"]["median_ms"])
             mode["wall_ratio"] = ratio(mode["wall"]["median_ms"], native["wall"]["median_ms"])
         results["workloads"][name] = modes
-        log(f"  {name}: " + "; ".join(f"{mode} {values['inside']['median_ms']:.0f} ms "
-                                      f"(x{values['inside_ratio']:.2f})" for mode, values in modes.items()))
+        log(
+            f"  {name}: "
+            + "; ".join(
+                f"{mode} {values['inside']['median_ms']:.0f} ms (x{values['inside_ratio']:.2f})"
+                for mode, values in modes.items()
+            )
+        )
     if "error" in pyodide:
         log(f"  pyodide: {pyodide['error']}")
     return results
 
 
 def overheads(workloads: dict[str, Any]) -> dict[str, dict[str, float | None]]:
-    """Per workload, what fuel and epochs cost in time inside the guest (percent)."""
-    costs = {}
+    """Per workload, what fuel and epochs cost in time inside the guest, in percent.
+
+    From medians, and from minimums as a check: on a loaded machine the minimum is
+    closer to the uncontended cost.
+    """
+    costs: dict[str, dict[str, float | None]] = {}
     for name, modes in workloads.items():
-        fuel = modes["wasm fuel+epoch"]["inside"]["median_ms"]
-        epoch = modes["wasm epoch only"]["inside"]["median_ms"]
-        neither = modes.get("wasm neither", {}).get("inside", {}).get("median_ms")
-        costs[name] = {"fuel_pct": (fuel / epoch - 1) * 100,
-                       "epoch_pct": (epoch / neither - 1) * 100 if neither else None}
+        costs[name] = {}
+        for stat in ("median", "min"):
+            fuel = modes["wasm fuel+epoch"]["inside"][f"{stat}_ms"]
+            epoch = modes["wasm epoch only"]["inside"][f"{stat}_ms"]
+            neither = modes["wasm neither"]["inside"][f"{stat}_ms"] if "wasm neither" in modes else None
+            costs[name][f"fuel_pct_{stat}"] = (fuel / epoch - 1) * 100
+            costs[name][f"epoch_pct_{stat}"] = (epoch / neither - 1) * 100 if neither else None
     return costs
 
 
 # -- d. parallel throughput -------------------------------------------------------------------
 
 
-def run_batch(sandbox: Sandbox, code: str, runs: int, threads: int) -> float:
-    """Wall time of `runs` runs of `code` spread over `threads` threads."""
+def run_batch(job: Callable[[], Any], runs: int, threads: int) -> tuple[float, float, float]:
+    """Runs `job` `runs` times on `threads` threads; returns the wall time and the cores used (user, kernel)."""
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        started = time.perf_counter()
-        list(pool.map(lambda _: run_ok(sandbox, code), range(runs)))
-        return time.perf_counter() - started
+        cpu, started = os.times(), time.perf_counter()
+        list(pool.map(lambda _: job(), range(runs)))
+        wall, used = time.perf_counter() - started, os.times()
+        return wall, (used.user - cpu.user) / wall, (used.system - cpu.system) / wall
+
+
+def compare_threads(job: Callable[[], Any], settings: Settings) -> dict[str, float]:
+    """Median wall time of a batch of `job` runs on 1 and on 2 threads, interleaved, and the speedup."""
+    run_batch(job, 4, 2)  # warm-up
+    rounds: dict[int, list[tuple[float, float, float]]] = {1: [], 2: []}
+    for _ in range(settings.parallel_rounds):
+        for threads in (1, 2):
+            rounds[threads].append(run_batch(job, settings.parallel_runs, threads))
+    entry: dict[str, float] = {"runs": settings.parallel_runs}
+    for threads, samples in rounds.items():
+        label = "1 thread" if threads == 1 else f"{threads} threads"
+        entry[f"{label} s"] = statistics.median(wall for wall, _, _ in samples)
+        entry[f"user cores {label}"] = statistics.median(user for _, user, _ in samples)
+        entry[f"kernel cores {label}"] = statistics.median(system for _, _, system in samples)
+        entry[f"runs/s {label}"] = settings.parallel_runs / entry[f"{label} s"]
+    entry["speedup"] = entry["1 thread s"] / entry["2 threads s"]
+    return entry
+
+
+_worker_sandbox: Sandbox | None = None
+
+
+def _worker_init() -> None:
+    """Process-pool initializer: one default sandbox per worker process, ready to run."""
+    global _worker_sandbox
+    _worker_sandbox = Sandbox(Limits())
+    _worker_sandbox.prepare()
+
+
+def _worker_run_wasm(_: int) -> None:
+    """Process-pool job: one fib(22) run in the worker's sandbox."""
+    assert _worker_sandbox is not None
+    run_ok(_worker_sandbox, PARALLEL_CODE)
+
+
+def compare_processes(job: Callable[[int], None], settings: Settings) -> dict[str, float]:
+    """Like `compare_threads`, but the jobs go to 1 or 2 worker processes (spawned, so no forked wasmtime)."""
+    context = multiprocessing.get_context("spawn")
+    pools = {workers: ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_init) for workers in (1, 2)}
+    try:
+        for workers, pool in pools.items():  # start and warm every worker
+            list(pool.map(job, range(8 * workers)))
+        walls: dict[int, list[float]] = {1: [], 2: []}
+        for _ in range(settings.parallel_rounds):
+            for workers, pool in pools.items():
+                walls[workers].append(timed(lambda pool=pool: list(pool.map(job, range(settings.parallel_runs))))[0])
+    finally:
+        for pool in pools.values():
+            pool.shutdown()
+    one, two = statistics.median(walls[1]), statistics.median(walls[2])
+    return {"runs": settings.parallel_runs, "1 process s": one, "2 processes s": two, "speedup": one / two}
 
 
 def bench_parallel(runtime: Runtime, settings: Settings) -> dict[str, Any]:
-    """Throughput of fib(22) runs on 1 vs 2 threads, per limit mode."""
-    results = {}
+    """Throughput of fib(22) runs on 1 vs 2 threads, per limit mode; and two diagnostics.
+
+    Diagnostics: a control batch (sha256 of 32 MiB, which releases the GIL and uses no wasm)
+    shows what the machine itself allows: on a shared VM the second core is often not free.
+    The same fib(22) runs on 1 vs 2 worker processes show whether sharing one process is the
+    limit.
+    """
+    data = os.urandom(32 << 20)
+    jobs: dict[str, Callable[[], Any]] = {}
     for label, limits in (("fuel+epoch", Limits()), ("epoch only", Limits(fuel=None))):
         sandbox = Sandbox(limits, runtime=runtime, max_concurrent_runs=2)
-        run_batch(sandbox, PARALLEL_CODE, 4, 2)  # warm-up
-        serial, parallel = [], []
-        for _ in range(settings.parallel_rounds):
-            serial.append(run_batch(sandbox, PARALLEL_CODE, settings.parallel_runs, 1))
-            parallel.append(run_batch(sandbox, PARALLEL_CODE, settings.parallel_runs, 2))
-        one, two = statistics.median(serial), statistics.median(parallel)
-        results[label] = {"runs": settings.parallel_runs, "1 thread s": one, "2 threads s": two,
-                          "runs/s 1 thread": settings.parallel_runs / one,
-                          "runs/s 2 threads": settings.parallel_runs / two, "speedup": one / two}
-        log(f"  {label}: {settings.parallel_runs} runs in {one:.2f} s on 1 thread, {two:.2f} s on 2 threads "
-            f"-> x{one / two:.2f}")
+        jobs[label] = lambda sandbox=sandbox: run_ok(sandbox, PARALLEL_CODE)
+    jobs[CONTROL] = lambda: hashlib.sha256(data).digest()
+    results = {}
+    for label, job in jobs.items():
+        entry = results[label] = compare_threads(job, settings)
+        log(
+            f"  {label}: {entry['runs']} runs in {entry['1 thread s']:.2f} s on 1 thread (cores used: "
+            f"{entry['user cores 1 thread']:.2f} user, {entry['kernel cores 1 thread']:.2f} kernel), "
+            f"{entry['2 threads s']:.2f} s on 2 threads ({entry['user cores 2 threads']:.2f} user, "
+            f"{entry['kernel cores 2 threads']:.2f} kernel) -> x{entry['speedup']:.2f}"
+        )
+    entry = results[PROCESSES] = compare_processes(_worker_run_wasm, settings)
+    log(
+        f"  {PROCESSES}: {entry['runs']} runs in {entry['1 process s']:.2f} s on 1 process, "
+        f"{entry['2 processes s']:.2f} s on 2 processes -> x{entry['speedup']:.2f}"
+    )
     return results
 
 
 # -- e. memory per live sandbox ---------------------------------------------------------------
+
+
+def peak_rss_during(action: Callable[[], Any]) -> tuple[float, Any]:
+    """Runs `action` while sampling RSS every 20 ms; returns the peak RSS in MiB and the action's value."""
+    samples = [rss_mib()]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.02):
+            samples.append(rss_mib())
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        value = action()
+    finally:
+        done.set()
+        sampler.join()
+    return max(samples), value
 
 
 def bench_memory(runtime: Runtime, settings: Settings) -> dict[str, Any]:
@@ -520,30 +686,26 @@ def bench_memory(runtime: Runtime, settings: Settings) -> dict[str, Any]:
         settle()
         time.sleep(0.2)
         before = rss_mib()
-        samples: list[float] = []
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.is_set():
-                samples.append(rss_mib())
-                time.sleep(0.02)
-
-        sampler = threading.Thread(target=sample)
-        sampler.start()
         with ThreadPoolExecutor(max_workers=count) as pool:
-            outcomes = list(pool.map(lambda _: run_ok(sandbox, SLEEP_CODE), range(count)))
-        done.set()
-        sampler.join()
+            peak, outcomes = peak_rss_during(
+                lambda pool=pool, sandbox=sandbox: list(pool.map(lambda _: run_ok(sandbox, SLEEP_CODE), range(count)))
+            )
         assert all(outcome["data"] == "slept" for outcome in outcomes)
         settle()
-        peak = max(samples)
-        results[label] = {"sandboxes": count, "rss_before_mib": before, "rss_peak_mib": peak,
-                          "mib_per_sandbox": (peak - before) / count}
-        log(f"  {label}: RSS {before:.0f} -> {peak:.0f} MiB with {count} sleeping sandboxes "
-            f"= {(peak - before) / count:.1f} MiB each")
-    native = subprocess.run([PYTHON, "-c", "print(open('/proc/self/status').read())"], capture_output=True,
-                            text=True, check=True).stdout
-    results["bare CPython process rss_mib"] = int(re.search(r"VmRSS:\s+(\d+)", native).group(1)) / 1024
+        results[label] = {
+            "sandboxes": count,
+            "rss_before_mib": before,
+            "rss_peak_mib": peak,
+            "mib_per_sandbox": (peak - before) / count,
+        }
+        log(
+            f"  {label}: RSS {before:.0f} -> {peak:.0f} MiB with {count} sleeping sandboxes "
+            f"= {(peak - before) / count:.1f} MiB each"
+        )
+    status = subprocess.run(
+        [PYTHON, "-c", "print(open('/proc/self/status').read())"], capture_output=True, text=True, check=True
+    ).stdout
+    results["bare CPython process rss_mib"] = int(status.split("VmRSS:")[1].split()[0]) / 1024
     return results
 
 
@@ -553,8 +715,11 @@ def bench_memory(runtime: Runtime, settings: Settings) -> dict[str, Any]:
 def bench_first_build() -> dict[str, Any]:
     """`wasmexec build --cache-dir <empty dir>`: componentize-py build plus compiling both engines."""
     with tempfile.TemporaryDirectory(prefix="wasmexec-bench-") as directory:
-        seconds, completed = timed(lambda: subprocess.run(
-            [WASMEXEC_CLI, "build", "--cache-dir", directory], capture_output=True, text=True, timeout=900))
+        seconds, completed = timed(
+            lambda: subprocess.run(
+                [WASMEXEC_CLI, "build", "--cache-dir", directory], capture_output=True, text=True, timeout=900
+            )
+        )
     if completed.returncode != 0:
         return {"error": completed.stderr.strip()[-2000:]}
     steps = re.findall(r"wasmexec: (built|compiled) .*?in ([\d.]+) s", completed.stderr)
@@ -574,58 +739,121 @@ def verdict(value: float | None, target: float, at_least: bool = False) -> str:
 
 
 def print_summary(results: dict[str, Any]) -> None:
-    """The headline numbers against their targets, as a Markdown table."""
+    """The headline numbers against their targets, and the comparisons, as Markdown tables."""
     rows: list[tuple[str, str, str, str]] = []
     fresh = results["fresh_sandbox"]
     for label in ("fuel+epoch", "epoch only"):
         wall = fresh[label]["run_sync"]
-        rows.append((f"fresh sandbox `1 + 1`, {label}, p50", fmt(wall["median_ms"], 2, " ms"), "<= 1 ms",
-                     verdict(wall["median_ms"], 1)))
-        rows.append((f"fresh sandbox `1 + 1`, {label}, p95", fmt(wall["p95_ms"], 2, " ms"), "<= 3 ms",
-                     verdict(wall["p95_ms"], 3)))
+        rows.append(
+            (
+                f"fresh sandbox `1 + 1`, {label}, p50",
+                fmt(wall["median_ms"], 2, " ms"),
+                "<= 1 ms",
+                verdict(wall["median_ms"], 1),
+            )
+        )
+        rows.append(
+            (
+                f"fresh sandbox `1 + 1`, {label}, p95",
+                fmt(wall["p95_ms"], 2, " ms"),
+                "<= 3 ms",
+                verdict(wall["p95_ms"], 3),
+            )
+        )
     cold = results["cold_start"]["wasmexec run"]["median_ms"]
     rows.append(("cold start `wasmexec run -c`, p50", fmt(cold, 0, " ms"), "<= 150 ms", verdict(cold, 150)))
     for label, entry in results["parallel"].items():
-        rows.append((f"parallel fib(22), 2 vs 1 thread, {label}", fmt(entry["speedup"], 2, "x"), ">= 1.8x",
-                     verdict(entry["speedup"], 1.8, at_least=True)))
+        diagnostic = label in (CONTROL, PROCESSES)
+        target = ("-", "-") if diagnostic else (">= 1.8x", verdict(entry["speedup"], 1.8, at_least=True))
+        name = label if label.startswith("control") else f"fib(22) runs, {label}"
+        rows.append((f"parallel 2 vs 1 thread: {name}", fmt(entry["speedup"], 2, "x"), *target))
     for label, entry in results["memory"].items():
         if isinstance(entry, dict):
-            rows.append((f"RSS per sleeping sandbox, {label}", fmt(entry["mib_per_sandbox"], 1, " MiB"),
-                         "<= 20 MiB", verdict(entry["mib_per_sandbox"], 20)))
+            rows.append(
+                (
+                    f"RSS per sleeping sandbox, {label}",
+                    fmt(entry["mib_per_sandbox"], 1, " MiB"),
+                    "<= 20 MiB",
+                    verdict(entry["mib_per_sandbox"], 20),
+                )
+            )
     if "first_build" in results and "total_s" in results["first_build"]:
         rows.append(("first-ever start (`wasmexec build`)", fmt(results["first_build"]["total_s"], 1, " s"), "-", "-"))
     log("\n| measure | median | target | |\n|---|---|---|---|")
     for row in rows:
         log("| " + " | ".join(row) + " |")
-    log("\n| workload | mode | inside ms (p50) | x native | host wall ms (p50) | x native |\n|---|---|---|---|---|---|")
+    log("\n| fresh start of an interpreter | p50 | x fresh sandbox |\n|---|---|---|")
+    sandbox_ms = fresh["fuel+epoch"]["run_sync"]["median_ms"]
+    starts = [
+        ("wasmexec: fresh sandbox, run `1 + 1` (in process)", sandbox_ms),
+        ("wasmexec: `wasmexec run` process (warm cache)", results["cold_start"]["wasmexec run"]["median_ms"]),
+        ("native CPython: `python -c pass` process", results["cold_start"]["python -c pass"]["median_ms"]),
+    ]
+    load = results["workloads"]["pyodide"].get("load")
+    if load is not None:
+        starts.append(("Pyodide: `loadPyodide()` (in process)", load["median_ms"]))
+    for name, ms in starts:
+        log(f"| {name} | {ms:.1f} ms | x{fmt(ratio(ms, sandbox_ms), 1)} |")
+    log(
+        "\n| workload | mode | inside ms (p50) | x native | x Pyodide | inside ms (min) | x native (min) "
+        "| host wall ms (p50) | x native |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for name, modes in results["workloads"]["workloads"].items():
+        native_min = modes["native"]["inside"]["min_ms"]
+        pyodide = modes.get("pyodide", {}).get("inside", {}).get("median_ms")
         for mode, entry in modes.items():
-            log(f"| {name} | {mode} | {entry['inside']['median_ms']:.1f} | {fmt(entry['inside_ratio'], 2)} | "
-                f"{entry['wall']['median_ms']:.1f} | {fmt(entry['wall_ratio'], 2)} |")
-    log("\n| workload | fuel cost | epoch cost |\n|---|---|---|")
+            inside, wall = entry["inside"], entry["wall"]
+            log(
+                f"| {name} | {mode} | {inside['median_ms']:.1f} | {fmt(entry['inside_ratio'], 2)} | "
+                f"{fmt(ratio(inside['median_ms'], pyodide), 2)} | "
+                f"{inside['min_ms']:.1f} | {fmt(ratio(inside['min_ms'], native_min), 2)} | "
+                f"{wall['median_ms']:.1f} | {fmt(entry['wall_ratio'], 2)} |"
+            )
+    log(
+        "\n| workload | fuel cost (from medians) | epoch cost (from medians) | fuel cost (from minimums) "
+        "| epoch cost (from minimums) |\n|---|---|---|---|---|"
+    )
     for name, cost in results["overheads"].items():
-        log(f"| {name} | {fmt(cost['fuel_pct'], 0, '%')} | {fmt(cost['epoch_pct'], 0, '%')} |")
+        log(
+            f"| {name} | "
+            + " | ".join(
+                fmt(cost[key], 0, "%")
+                for key in ("fuel_pct_median", "epoch_pct_median", "fuel_pct_min", "epoch_pct_min")
+            )
+            + " |"
+        )
+    log(
+        f"\ntotal {results['total_s']:.0f} s; load average at start {results['machine']['loadavg_at_start']}, "
+        f"at end {results['loadavg_at_end']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples, no first-build timing (< 1 min)")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write every number to this JSON file")
+    parser.add_argument("--summary-from", type=Path, metavar="JSON", help="only print the tables of an earlier --json")
     args = parser.parse_args(argv)
+    if args.summary_from:
+        print_summary(json.loads(args.summary_from.read_text()))
+        return 0
     settings = Settings.for_mode(args.quick)
     started = time.perf_counter()
 
     runtime = Runtime()
     warm_up, _ = timed(lambda: (runtime.prepare(True), runtime.prepare(False)))
-    results: dict[str, Any] = {"settings": settings.__dict__, "machine": machine_info(runtime),
-                               "runtime_prepare_s": warm_up}
+    results: dict[str, Any] = {
+        "settings": settings.__dict__,
+        "machine": machine_info(runtime),
+        "runtime_prepare_s": warm_up,
+    }
     log(f"machine: {results['machine']}  (runtime ready in {warm_up:.2f} s)")
     sections: list[tuple[str, str, Callable[[], Any]]] = [
         ("fresh_sandbox", "a. fresh sandbox per run", lambda: bench_fresh_sandbox(runtime, settings)),
         ("cold_start", "b. process cold start (warm cache)", lambda: bench_cold_start(settings)),
-        ("workloads", "c. workloads", lambda: bench_workloads(runtime, settings)),
         ("parallel", "d. parallel throughput", lambda: bench_parallel(runtime, settings)),
         ("memory", "e. memory per live sandbox", lambda: bench_memory(runtime, settings)),
+        ("workloads", "c. workloads", lambda: bench_workloads(runtime, settings)),  # last: leaves a big heap
     ]
     if not settings.quick:
         sections.append(("first_build", "f. first-ever start", bench_first_build))
@@ -635,8 +863,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"  ({seconds:.1f} s)")
     results["overheads"] = overheads(results["workloads"]["workloads"])
     results["total_s"] = time.perf_counter() - started
+    results["loadavg_at_end"] = os.getloadavg()
     print_summary(results)
-    log(f"\ntotal {results['total_s']:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

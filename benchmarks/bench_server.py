@@ -103,14 +103,18 @@ async def main_async(quick: bool) -> dict[str, Any]:
     count = 30 if quick else 200
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "mcp.json"
-        config.write_text(json.dumps({"mcpServers": {"slow": {"command": sys.executable,
-                                                              "args": [str(ROOT / "tests/servers/slow.py")]}}}))
+        config.write_text(
+            json.dumps(
+                {"mcpServers": {"slow": {"command": sys.executable, "args": [str(ROOT / "tests/servers/slow.py")]}}}
+            )
+        )
         params = server_params(config, runtime.artifacts.directory)
         report: dict[str, Any] = {"latency": {}}
         for mode in ("legacy", "auto"):
             report["latency"][f"trivial_{mode}"] = await latency(params, mode, "result = 1 + 1", count)
             report["latency"][f"one_downstream_call_{mode}"] = await latency(
-                params, mode, "import servers.slow as s\nawait s.sleep_for(seconds=0)", count)
+                params, mode, "import servers.slow as s\nawait s.sleep_for(seconds=0)", count
+            )
         cpu = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\nresult = fib(18)"
         calls = 40 if quick else 160
         one = await throughput(params, cpu, calls, 1)
