@@ -71,6 +71,7 @@ class Broker:
         self.audit = audit
         self._rates = RateLimiter(self.policy.rate_limits)
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr)
+        self._generation: dict[str, int] = {}
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._pool_cm: Any = None
@@ -113,6 +114,8 @@ class Broker:
         return cache_key(server_id, self.config.servers[server_id].fingerprint)
 
     def _tools_changed(self, server_id: str) -> None:
+        # A listing in flight may predate the change: its generation no longer matches, so it is not cached.
+        self._generation[server_id] = self._generation.get(server_id, 0) + 1
         self.cache.invalidate(self._key(server_id))  # takes effect from the next run
 
     def fetch_listings(
@@ -136,16 +139,20 @@ class Broker:
             else:
                 missing.append(server_id)
         if missing:
+            generations = {server_id: self._generation.get(server_id, 0) for server_id in missing}
             fetched = self.portal.call(self._list_many, missing, min(timeout, MAX_DISCOVERY_WAIT_S))
             for server_id, outcome in fetched.items():
-                found.update(self._settle(server_id, outcome, warnings))
+                found.update(self._settle(server_id, outcome, warnings, generations[server_id]))
                 if isinstance(outcome, ServerUnavailable) and problems is not None:
                     problems[server_id] = str(outcome)
         return found
 
-    def _settle(self, server_id: str, outcome: Listing | ServerUnavailable, warnings: list[str]) -> dict[str, Listing]:
+    def _settle(
+        self, server_id: str, outcome: Listing | ServerUnavailable, warnings: list[str], generation: int
+    ) -> dict[str, Listing]:
         if isinstance(outcome, Listing):
-            self.cache.put(self._key(server_id), outcome.to_json())
+            if self._generation.get(server_id, 0) == generation:
+                self.cache.put(self._key(server_id), outcome.to_json())
             return {server_id: outcome}
         stale = self.cache.get_stale(self._key(server_id))
         if stale is not None:

@@ -88,6 +88,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-result-bytes", type=_int_option(0), help="cap of the result as JSON (default 4 MiB)")
     parser.add_argument("--max-tool-calls", type=_int_option(0), help="tool calls per run (default 200)")
     parser.add_argument("--policy", type=Path, metavar="PATH", help="policy file (TOML or JSON): allow/deny/approval")
+    for flag, help_text in (
+        ("--allow", "only allow calls matching a 'server.tool' glob (repeatable; replaces a policy's allow-all)"),
+        ("--deny", "deny calls matching a 'server.tool' glob (repeatable; deny wins over allow)"),
+    ):
+        parser.add_argument(flag, action="append", default=[], metavar="GLOB", help=help_text)
     parser.add_argument(
         "--approve",
         action="append",
@@ -148,7 +153,10 @@ def load_policy_options(args: argparse.Namespace) -> Any:
     from wasmexec._policy import Policy, load_policy
 
     policy = load_policy(args.policy) if args.policy else Policy()
-    return replace(policy, pre_approved=(*policy.pre_approved, *args.approve))
+    allow = (*(glob for glob in policy.allow if glob != "*"), *args.allow) if args.allow else policy.allow
+    return replace(
+        policy, allow=allow, deny=(*policy.deny, *args.deny), pre_approved=(*policy.pre_approved, *args.approve)
+    )
 
 
 def open_audit(args: argparse.Namespace) -> Any:

@@ -114,3 +114,28 @@ def test_run_max_tool_calls(config: Path, runtime: Runtime) -> None:
     done = wasmexec("run", "--config", str(config), "--max-tool-calls", "2", "-c", code, runtime=runtime)
     assert done.returncode == 1
     assert json.loads(done.stdout)["diagnostics"][-1]["limit"] == "tool_calls"
+
+
+def test_run_allow_and_deny_flags_apply_the_policy(config: Path, runtime: Runtime) -> None:
+    code = "import servers.slow as s\nawait s.sleep_for(seconds=0)"
+    done = wasmexec("run", "--config", str(config), "--deny", "slow.*", "-c", code, runtime=runtime)
+    result = json.loads(done.stdout)
+    assert result["result"]["error"]["type"] == "ApprovalDeniedError" and result["tool_trace"] == []
+    done = wasmexec("run", "--config", str(config), "--allow", "awkward-names.*", "-c", code, runtime=runtime)
+    assert json.loads(done.stdout)["result"]["error"]["type"] == "ApprovalDeniedError"
+    done = wasmexec("run", "--config", str(config), "--allow", "slow.sleep_for", "-c", code, runtime=runtime)
+    assert json.loads(done.stdout)["result"]["ok"]
+
+
+def test_run_approve_lets_a_destructive_call_through_and_audits_it(config: Path, runtime: Runtime,
+                                                                   tmp_path: Path) -> None:  # fmt: skip
+    code = "import servers.awkward_names as a\nawait a.delete_item(item_id='7')"
+    audit = tmp_path / "audit.jsonl"
+    done = wasmexec("run", "--config", str(config), "--audit-log", str(audit), "-c", code, runtime=runtime)
+    assert json.loads(done.stdout)["approval_state"] == "DENIED"  # no TTY, nobody to ask
+    done = wasmexec("run", "--config", str(config), "--approve", "awkward-names.delete_*", "--audit-log", str(audit),
+                    "-c", code, runtime=runtime)  # fmt: skip
+    result = json.loads(done.stdout)
+    assert result["result"]["ok"] and result["approval_state"] == "NOT_REQUIRED"
+    kinds = [json.loads(line)["kind"] for line in audit.read_text().splitlines()]
+    assert kinds.count("run") == 2 and "tool_call" in kinds

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, free_port, listening
-from tests.integration.conftest import SERVERS
+from tests.integration.conftest import NODE_BIN, SERVERS
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._broker import Broker
 from wasmexec._config import parse_config
@@ -206,3 +206,17 @@ def test_a_streamable_http_server_is_called_like_a_stdio_one(
                  tmp_path) as broker:  # fmt: skip
         code = "import servers.remote as r\nawait r.sleep_for(seconds=0.1)"
         assert data_of(_sandbox(runtime, broker).run_sync(code)) == {"result": 0.1}
+
+
+def test_a_2025_era_list_changed_notification_drops_the_cached_tool_list(runtime: Runtime, tmp_path: Path) -> None:
+    # server-everything (TS SDK, 2025-11-25) announces tools/list_changed right after it connects.
+    servers = {"everything": {"command": str(NODE_BIN / "mcp-server-everything"), "args": ["stdio"]}}
+    with _broker(servers, tmp_path) as broker:
+        result = _sandbox(runtime, broker).run_sync("import servers.everything as e\nawait e.echo(message='x')")
+        assert data_of(result) == "Echo: x"
+        assert broker.pool._connections["everything"]._attempt.client.protocol_version == "2025-11-25"
+        key = broker._key("everything")
+        deadline = time.monotonic() + 10
+        while broker.cache.get_stale(key) is not None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert broker.cache.get_stale(key) is None  # the next run lists the server again
