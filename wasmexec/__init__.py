@@ -6,6 +6,9 @@
         result = sandbox.run_sync("result = sum(range(10))")
     print(result["result"])   # {'ok': True, 'data': 45, 'metrics': {...}}
 
+With MCP tools: ``with Broker(load_config("mcp.json")) as broker:`` then
+``Sandbox(tools=broker, redactor=broker.redactor)``.
+
 Names are imported on first use, so ``wasmexec run`` starts without loading what a
 plain run does not need.
 """
@@ -18,28 +21,52 @@ from typing import TYPE_CHECKING, Any
 from wasmexec._version import __version__
 
 if TYPE_CHECKING:
+    from wasmexec._audit import AuditLog
+    from wasmexec._broker import Broker
+    from wasmexec._config import Config, ServerConfig, load_config, parse_config
     from wasmexec._envelope import RunResult, run_result_json_schema, validate_run_result
-    from wasmexec._exceptions import BuildError, SandboxError, WasmexecError
+    from wasmexec._exceptions import BuildError, ConfigError, SandboxError, WasmexecError
     from wasmexec._limits import Limits
+    from wasmexec._policy import Policy, load_policy
     from wasmexec._redact import Redactor
     from wasmexec._runtime import Runtime
-    from wasmexec._sandbox import Sandbox
+    from wasmexec._sandbox import RunControl, Sandbox
 
 __all__ = [
+    "AuditLog",
+    "Broker",
     "BuildError",
+    "Config",
+    "ConfigError",
     "Limits",
+    "Policy",
     "Redactor",
+    "RunControl",
     "RunResult",
     "Runtime",
     "Sandbox",
     "SandboxError",
+    "ServerConfig",
     "WasmexecError",
     "__version__",
+    "load_config",
+    "load_policy",
+    "parse_config",
     "run_result_json_schema",
     "validate_run_result",
 ]
 
 _HOMES = {
+    "AuditLog": "_audit",
+    "Broker": "_broker",
+    "Config": "_config",
+    "ConfigError": "_exceptions",
+    "Policy": "_policy",
+    "RunControl": "_sandbox",
+    "ServerConfig": "_config",
+    "load_config": "_config",
+    "load_policy": "_policy",
+    "parse_config": "_config",
     "BuildError": "_exceptions",
     "Limits": "_limits",
     "Redactor": "_redact",
