@@ -30,6 +30,8 @@ die() {
     printf '[install-conformance] ERROR: %s\n' "$*" >&2
     exit 1
 }
+# shellcheck source=scripts/npm-pinned.sh
+source "$ROOT/scripts/npm-pinned.sh"
 
 os="$(uname -s)"
 arch="$(uname -m)"
@@ -43,25 +45,12 @@ command -v npm >/dev/null 2>&1 || die "npm is not installed (any Node >= 18 with
 log "installer: node $(node --version), npm $(npm --version)"
 [[ -f "$DIR/package.json" ]] || die "missing $DIR/package.json"
 
-lock_digest() { cat "$DIR/package.json" "$DIR/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1; }
-
 installed() {
     [[ -x "$NODE22" && -x "$DIR/node_modules/.bin/conformance" && -x "$DIR/node_modules/.bin/mcp-inspector" ]]
 }
 
+npm_pinned_install "$DIR" "$STAMP" installed
 cd "$DIR"
-if [[ -f package-lock.json && -f "$STAMP" && "$(cat "$STAMP")" == "$(lock_digest)" ]] && installed; then
-    log "already installed from tests/conformance/package-lock.json: nothing to do"
-elif [[ -f package-lock.json ]]; then
-    log "npm ci in tests/conformance (exact versions from package-lock.json)"
-    npm ci --no-audit --no-fund
-    lock_digest >"$STAMP"
-else
-    log "no package-lock.json yet: npm install in tests/conformance (commit the lock file it writes)"
-    npm install --no-audit --no-fund --save-exact
-    lock_digest >"$STAMP"
-fi
-installed || die "npm finished but node, conformance or mcp-inspector is missing from $DIR/node_modules"
 
 check_version() { # name, expected, actual
     [[ "$3" == "$2" ]] || die "$1 is $3, expected $2 (delete tests/conformance/node_modules and run again)"

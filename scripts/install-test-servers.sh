@@ -27,14 +27,14 @@ die() {
     printf '[install-test-servers] ERROR: %s\n' "$*" >&2
     exit 1
 }
+# shellcheck source=scripts/npm-pinned.sh
+source "$ROOT/scripts/npm-pinned.sh"
 
 # --- Node: the npm reference servers -------------------------------------------------------------
 command -v node >/dev/null 2>&1 || die "node is not installed (Node >= 18 is needed for the npm servers)"
 command -v npm >/dev/null 2>&1 || die "npm is not installed"
 log "node $(node --version), npm $(npm --version)"
 [[ -f "$NODE_DIR/package.json" ]] || die "missing $NODE_DIR/package.json"
-
-lock_digest() { cat "$NODE_DIR/package.json" "$NODE_DIR/package-lock.json" 2>/dev/null | sha256sum | cut -d' ' -f1; }
 
 bins_present() {
     local name
@@ -43,19 +43,8 @@ bins_present() {
     done
 }
 
+npm_pinned_install "$NODE_DIR" "$STAMP" bins_present
 cd "$NODE_DIR"
-if [[ -f package-lock.json && -f "$STAMP" && "$(cat "$STAMP")" == "$(lock_digest)" ]] && bins_present; then
-    log "npm servers already installed from package-lock.json: nothing to do"
-elif [[ -f package-lock.json ]]; then
-    log "npm ci in tests/servers/node (exact versions from package-lock.json)"
-    npm ci --no-audit --no-fund
-    lock_digest >"$STAMP"
-else
-    log "no package-lock.json yet: npm install in tests/servers/node (commit the lock file it writes)"
-    npm install --no-audit --no-fund --save-exact
-    lock_digest >"$STAMP"
-fi
-bins_present || die "npm finished but a server binary is missing from $NODE_DIR/node_modules/.bin"
 for pkg in "${NPM_PACKAGES[@]}"; do
     version="$(node -p "require('./node_modules/$pkg/package.json').version")"
     log "  $pkg@$version"
