@@ -100,12 +100,12 @@ class ArtifactStore:
         return str(manifest["sandbox_image"])
 
     def component_bytes(self) -> bytes:
-        self.sandbox_image()
-        for directory in (self.directory, _fallback_dir()):
-            path = self._component_path(directory)
-            if path.is_file():
-                return path.read_bytes()
-        raise BuildError(f"the built component {self._component_path(self.directory)} is missing")
+        self.sandbox_image()  # builds it if needed; a fallback to a temp dir moves self.directory
+        path = self._component_path(self.directory)
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise BuildError(f"the built component {path} cannot be read: {exc}") from exc
 
     def _read_manifest(self, directory: Path) -> dict[str, Any] | None:
         try:

@@ -189,7 +189,7 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
     print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def _runtime(args: argparse.Namespace) -> Any:
+def runtime_from_args(args: argparse.Namespace) -> Any:
     from wasmexec._runtime import Runtime
 
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
@@ -209,7 +209,7 @@ def _read_code(args: argparse.Namespace) -> str:
         raise UsageError(f"{args.file} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
 
 
-def _limits(args: argparse.Namespace) -> Any:
+def limits_from_args(args: argparse.Namespace) -> Any:
     from wasmexec._limits import Limits
 
     changes: dict[str, int | None] = {}
@@ -236,13 +236,13 @@ def _command_run(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._run import execute
 
-    code, limits = _read_code(args), _limits(args)
+    code, limits = _read_code(args), limits_from_args(args)
     config, policy, audit = load_servers(args), load_policy_options(args), open_audit(args)
     if config is None or not config.servers:
-        result, redactions = execute(_runtime(args), code, limits, NoTools(), Redactor())
+        result, redactions = execute(runtime_from_args(args), code, limits, NoTools(), Redactor())
     else:
         with open_broker(args, config, policy, audit) as broker:
-            result, redactions = execute(_runtime(args), code, limits, broker, broker.redactor)
+            result, redactions = execute(runtime_from_args(args), code, limits, broker, broker.redactor)
     if audit is not None:
         write_run_line(audit, result, redactions)
     sys.stdout.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
@@ -251,7 +251,7 @@ def _command_run(args: argparse.Namespace) -> int:
 
 
 def _command_build(args: argparse.Namespace) -> int:
-    runtime = _runtime(args)
+    runtime = runtime_from_args(args)
     written = runtime.build(args.output)
     _progress(f"wasmexec: sandbox image {runtime.sandbox_image}")
     for path in written:

@@ -12,14 +12,26 @@ import anyio
 
 
 def command_serve(args: argparse.Namespace) -> int:
-    from wasmexec._cli import _limits, _runtime, load_policy_options, load_servers, open_audit, open_broker
+    from wasmexec._cli import (
+        limits_from_args,
+        load_policy_options,
+        load_servers,
+        open_audit,
+        open_broker,
+        runtime_from_args,
+    )
     from wasmexec._hostcalls import NoTools
     from wasmexec._redact import Redactor
     from wasmexec._sandbox import Sandbox
     from wasmexec._server import RunPythonServer, ServeOptions
 
-    limits, config, policy, audit = _limits(args), load_servers(args), load_policy_options(args), open_audit(args)
-    runtime = _runtime(args)
+    limits, config, policy, audit = (
+        limits_from_args(args),
+        load_servers(args),
+        load_policy_options(args),
+        open_audit(args),
+    )
+    runtime = runtime_from_args(args)
     runtime.prepare(limits.fuel is not None)  # build or load now: the first call should not wait for it
     broker = open_broker(args, config, policy, audit) if config is not None and config.servers else None
     try:

@@ -13,7 +13,6 @@ never into the sandbox.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,12 +48,10 @@ class ServerConfig:
 
     @property
     def fingerprint(self) -> str:
-        """sha256 of what identifies the server (never the secret values): the schema cache key."""
-        identity = {
-            "transport": self.transport, "command": self.command, "args": list(self.args), "cwd": self.cwd,
-            "url": self.url, "env_names": sorted(self.env), "header_names": sorted(self.headers),
-        }  # fmt: skip
-        return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+        """What identifies the server (never the secret values): the schema cache key."""
+        from wasmexec._schema_cache import config_fingerprint  # lazy: cachetools is not needed to read a config
+
+        return config_fingerprint(self.command, self.args, self.url, self.env, self.headers, cwd=self.cwd)
 
     def secrets(self) -> list[str]:
         """Values to redact from everything a run returns."""

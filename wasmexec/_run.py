@@ -89,7 +89,7 @@ def execute(
     # Closed here, not on a background thread: WASI output callbacks finalized while the
     # interpreter exits crash the process from wasmtime's threads.
     store.close()
-    builder = _ResultBuilder(state, runtime.sandbox_image, code, limits)
+    builder = _ResultBuilder(state, runtime.sandbox_image, limits)
     if fault is not None:
         builder.fail_with_limit(_classify_fault(fault, state, limits, fuel_used))
     elif report is not None:
@@ -152,10 +152,9 @@ def _trap_cause(message: str) -> str:
 
 
 class _ResultBuilder:
-    def __init__(self, state: RunState, image: str, code: str, limits: Limits) -> None:
+    def __init__(self, state: RunState, image: str, limits: Limits) -> None:
         self.state = state
         self.image = image
-        self.code = code
         self.limits = limits
         self.ok = True
         self.data: Any = None

@@ -68,6 +68,7 @@ def config_fingerprint(
     url: str | None,
     env_names: Iterable[str],
     header_names: Iterable[str],
+    cwd: str | None = None,
 ) -> str:
     """A sha256 hex digest of what decides which tools a server offers.
 
@@ -83,6 +84,8 @@ def config_fingerprint(
         "env": sorted(set(env_names)),
         "headers": sorted({name.lower() for name in header_names}),
     }
+    if cwd is not None:  # the working directory can change what a stdio server offers
+        canonical["cwd"] = cwd
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
