@@ -23,6 +23,11 @@ def error_of(result: Any) -> dict[str, Any]:
     return dict(result["result"]["error"])
 
 
+def log_text(result: dict[str, Any], level: str | None = None) -> str:
+    """All log messages (of one level, if given) joined by newlines."""
+    return "\n".join(entry["message"] for entry in result["logs"] if level is None or entry["level"] == level)
+
+
 def diagnostic(result: Any, code: str) -> dict[str, Any]:
     """The first diagnostic with `code`; fails when there is none."""
     found = [d for d in result["diagnostics"] if d["code"] == code]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.helpers import data_of, diagnostic, error_of
+from tests.helpers import data_of, diagnostic, error_of, log_text
 from wasmexec import Sandbox
 
 
@@ -158,7 +158,7 @@ def test_random_is_seeded_per_run(sandbox: Sandbox) -> None:
 def test_help_works_inside_the_sandbox(sandbox: Sandbox) -> None:
     result = sandbox.run_sync("def f(x: int) -> int:\n    'Doubles x.'\n    return 2 * x\nhelp(f)")
     data_of(result)
-    text = "\n".join(entry["message"] for entry in result["logs"])
+    text = log_text(result)
     assert "f(x: int) -> int" in text and "Doubles x." in text
 
 

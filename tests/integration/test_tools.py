@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tests.helpers import data_of, diagnostic, error_of, limit_of
+from tests.helpers import data_of, diagnostic, error_of, limit_of, log_text
 from tests.integration.conftest import SECRET
 from wasmexec import Limits, Sandbox
 
@@ -157,7 +157,7 @@ def test_a_2026_era_server_is_called_like_any_other(tool_sandbox: Sandbox) -> No
 def test_help_shows_the_tools_parameters(tool_sandbox: Sandbox) -> None:
     result = tool_sandbox.run_sync("import servers.slow as slow\nhelp(slow.sleep_for)")
     data_of(result)
-    text = "\n".join(entry["message"] for entry in result["logs"])
+    text = log_text(result)
     assert "sleep_for(" in text and "seconds" in text
 
 

@@ -34,8 +34,3 @@ def assert_host_survives(runtime: Runtime) -> None:
     """A fresh run on the same runtime still works and sees a pristine interpreter."""
     check = "import builtins, os, sys\nresult = [1 + 1, hasattr(builtins, 'x'), dict(os.environ)]"
     assert data_of(run(runtime, check)) == [2, False, {}]
-
-
-def log_text(result: dict[str, Any], level: str | None = None) -> str:
-    """All log messages (of one level, if given) joined by newlines."""
-    return "\n".join(entry["message"] for entry in result["logs"] if level is None or entry["level"] == level)

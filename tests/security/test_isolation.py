@@ -6,8 +6,8 @@ import builtins
 import sys
 import time
 
-from tests.helpers import data_of
-from tests.security._support import assert_host_survives, log_text, run
+from tests.helpers import data_of, log_text
+from tests.security._support import assert_host_survives, run
 from wasmexec import Runtime, Sandbox, validate_run_result
 
 TAMPER = """

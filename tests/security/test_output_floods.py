@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.helpers import data_of, diagnostic
-from tests.security._support import assert_host_survives, log_text, run, timed_run
+from tests.helpers import data_of, diagnostic, log_text
+from tests.security._support import assert_host_survives, run, timed_run
 from wasmexec import Runtime
 
 PROMPT_S = 5.0

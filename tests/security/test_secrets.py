@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from tests.helpers import data_of, error_of
-from tests.security._support import log_text, run
+from tests.helpers import data_of, error_of, log_text
+from tests.security._support import run
 from wasmexec import Runtime, Sandbox
 
 GITHUB_TOKEN_VALUE = "ghp_" + "a1B2c3D4e5" * 3 + "F6g7H8"
