@@ -44,9 +44,13 @@ from typing import Any
 from wasmtime import Config, Engine, Store, WasiConfig
 from wasmtime.component import Component, Linker
 
-from wasmexec import Limits, Runtime, Sandbox, _epoch, _hostcalls, _run
-from wasmexec._hostcalls import NoTools, RunState
-from wasmexec._runtime import engine_key, wasmtime_version
+from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._runstate import RunState
+from wasmexec._sandbox import epoch as _epoch
+from wasmexec._sandbox import hostcalls as _hostcalls
+from wasmexec._sandbox import run as _run
+from wasmexec._sandbox.runtime import engine_key, wasmtime_version
+from wasmexec._toolhost import NoTools
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -107,16 +111,16 @@ print(json.dumps({"result": namespace["result"], "wall": wall}))
 COLD_PHASES_SCRIPT = """
 import json, time
 t0 = time.perf_counter()
-import wasmexec._run, wasmexec._runtime
+import wasmexec._sandbox.run, wasmexec._sandbox.runtime
 from wasmexec._limits import Limits
-from wasmexec._hostcalls import NoTools
+from wasmexec._toolhost import NoTools
 from wasmexec._redact import Redactor
 t1 = time.perf_counter()
-runtime = wasmexec._runtime.Runtime()
+runtime = wasmexec._sandbox.runtime.Runtime()
 t2 = time.perf_counter()
 runtime.prepare(True)
 t3 = time.perf_counter()
-result, _ = wasmexec._run.execute(runtime, "result = 1", Limits(), NoTools(), Redactor())
+result, _ = wasmexec._sandbox.run.execute(runtime, "result = 1", Limits(), NoTools(), Redactor())
 t4 = time.perf_counter()
 assert result["result"]["ok"], result
 print(json.dumps({"imports": t1 - t0, "Runtime()": t2 - t1, "deserialize": t3 - t2, "first run": t4 - t3}))

@@ -44,9 +44,11 @@ from wasmtime import Engine
 from wasmtime import _bindings as ffi
 from wasmtime.component import Component, Linker
 
-from wasmexec import Limits, Runtime, _epoch, _hostcalls
+from wasmexec import Limits, Runtime
 from wasmexec._limits import MAX_MEMORY_MB
-from wasmexec._runtime import engine_key
+from wasmexec._sandbox import epoch as _epoch
+from wasmexec._sandbox import hostcalls as _hostcalls
+from wasmexec._sandbox.runtime import engine_key
 
 #: Room for a few dozen live instances of the guest component (it has several core instances).
 POOLING_LIMITS = {

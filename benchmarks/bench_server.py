@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from wasmexec import Runtime  # noqa: E402
-from wasmexec._tool_description import DESCRIPTION, input_schema  # noqa: E402
+from wasmexec._server.description import DESCRIPTION, input_schema  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "tools-corpus"
 

@@ -26,10 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from wasmexec import Limits, Runtime, Sandbox  # noqa: E402
-from wasmexec._broker import Broker  # noqa: E402
-from wasmexec._catalog import Catalog  # noqa: E402
-from wasmexec._config import ServerConfig, parse_config  # noqa: E402
-from wasmexec._pool import Listing  # noqa: E402
+from wasmexec._tools.broker import Broker  # noqa: E402
+from wasmexec._tools.catalog import Catalog  # noqa: E402
+from wasmexec._tools.config import ServerConfig, parse_config  # noqa: E402
+from wasmexec._tools.pool import Listing  # noqa: E402
 
 SERVERS = ROOT / "tests" / "servers"
 WORDS = (

@@ -22,15 +22,15 @@ from wasmexec._version import __version__
 
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
-    from wasmexec._broker import Broker
-    from wasmexec._config import Config, ServerConfig, load_config, parse_config
     from wasmexec._envelope import RunResult, run_result_json_schema, validate_run_result
     from wasmexec._exceptions import BuildError, ConfigError, SandboxError, WasmexecError
     from wasmexec._limits import Limits
-    from wasmexec._policy import Policy, load_policy
     from wasmexec._redact import Redactor
-    from wasmexec._runtime import Runtime
-    from wasmexec._sandbox import RunControl, Sandbox
+    from wasmexec._sandbox.runtime import Runtime
+    from wasmexec._sandbox.sandbox import RunControl, Sandbox
+    from wasmexec._tools.broker import Broker
+    from wasmexec._tools.config import Config, ServerConfig, load_config, parse_config
+    from wasmexec._tools.policy import Policy, load_policy
 
 __all__ = [
     "AuditLog",
@@ -58,21 +58,21 @@ __all__ = [
 
 _HOMES = {
     "AuditLog": "_audit",
-    "Broker": "_broker",
-    "Config": "_config",
+    "Broker": "_tools.broker",
+    "Config": "_tools.config",
     "ConfigError": "_exceptions",
-    "Policy": "_policy",
-    "RunControl": "_sandbox",
-    "ServerConfig": "_config",
-    "load_config": "_config",
-    "load_policy": "_policy",
-    "parse_config": "_config",
+    "Policy": "_tools.policy",
+    "RunControl": "_sandbox.sandbox",
+    "ServerConfig": "_tools.config",
+    "load_config": "_tools.config",
+    "load_policy": "_tools.policy",
+    "parse_config": "_tools.config",
     "BuildError": "_exceptions",
     "Limits": "_limits",
     "Redactor": "_redact",
     "RunResult": "_envelope",
-    "Runtime": "_runtime",
-    "Sandbox": "_sandbox",
+    "Runtime": "_sandbox.runtime",
+    "Sandbox": "_sandbox.sandbox",
     "SandboxError": "_exceptions",
     "WasmexecError": "_exceptions",
     "run_result_json_schema": "_envelope",

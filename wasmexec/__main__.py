@@ -1,5 +1,5 @@
 import sys
 
-from wasmexec._cli import main
+from wasmexec._cli.main import main
 
 sys.exit(main())

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._broker import Broker
-from wasmexec._config import parse_config
+from wasmexec._tools.broker import Broker
+from wasmexec._tools.config import parse_config
 
 SERVERS = Path(__file__).resolve().parent.parent / "servers"
 NODE_BIN = SERVERS / "node" / "node_modules" / ".bin"

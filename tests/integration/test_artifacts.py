@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import data_of
 from wasmexec import Runtime, Sandbox
-from wasmexec._artifacts import ArtifactStore
+from wasmexec._sandbox.artifacts import ArtifactStore
 
 
 def test_build_output_writes_a_directory_that_runs_read_only(runtime: Runtime, tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_old_builds_are_pruned_from_the_cache_and_the_current_one_kept(runtime: 
     import json
     import os
 
-    from wasmexec._artifacts import KEEP_IMAGES, _prune
+    from wasmexec._sandbox.artifacts import KEEP_IMAGES, _prune
 
     for index in range(KEEP_IMAGES + 2):
         image = f"{index:032x}"

@@ -19,7 +19,7 @@ from mcp.types import ElicitResult
 from tests.helpers import data_of, error_of, free_port, listening
 from tests.integration.conftest import NODE_BIN, SECRET, SERVERS
 from wasmexec import Runtime, validate_run_result
-from wasmexec._tool_description import DESCRIPTION
+from wasmexec._server.description import DESCRIPTION
 
 MODES = ["legacy", "auto"]
 

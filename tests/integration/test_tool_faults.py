@@ -14,9 +14,9 @@ import pytest
 from tests.helpers import data_of, diagnostic, error_of, free_port, listening
 from tests.integration.conftest import NODE_BIN, SERVERS
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._broker import Broker
-from wasmexec._config import parse_config
-from wasmexec._schema_cache import SchemaCache
+from wasmexec._tools.broker import Broker
+from wasmexec._tools.config import parse_config
+from wasmexec._tools.schema_cache import SchemaCache
 
 
 @contextmanager
@@ -89,7 +89,7 @@ def test_the_breaker_opens_after_repeated_failures_and_fails_fast(runtime: Runti
 
 
 def test_the_breaker_lets_a_trial_call_through_after_its_cooldown() -> None:
-    from wasmexec._pool import Breaker, ServerUnavailable
+    from wasmexec._tools.pool import Breaker, ServerUnavailable
 
     now = [0.0]
     breaker = Breaker(threshold=2, cooldown_s=30, clock=lambda: now[0])

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from wasmexec._config import load_config, parse_config
 from wasmexec._exceptions import ConfigError
+from wasmexec._tools.config import load_config, parse_config
 
 
 def test_stdio_and_http_servers_are_read() -> None:

@@ -2,7 +2,7 @@ import keyword
 
 import pytest
 
-from wasmexec._naming import export_names, function_base_name, module_base_name, module_names
+from wasmexec._tools.naming import export_names, function_base_name, module_base_name, module_names
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 import time
 
-from wasmexec._output import OutputCapture
+from wasmexec._sandbox.output import OutputCapture
 
 
 def capture(stdout_cap: int = 100, stderr_cap: int = 100) -> OutputCapture:

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from wasmexec._exceptions import ConfigError
-from wasmexec._policy import Policy, RateLimiter, load_policy, parse_policy
+from wasmexec._tools.policy import Policy, RateLimiter, load_policy, parse_policy
 
 
 def test_everything_is_allowed_but_destructive_tools_need_approval_by_default() -> None:

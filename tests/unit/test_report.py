@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from wasmexec._report import MAX_DIAGNOSTICS, parse_report
+from wasmexec._sandbox.report import MAX_DIAGNOSTICS, parse_report
 
 
 def test_a_good_report_is_taken_as_is() -> None:

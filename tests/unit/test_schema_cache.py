@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from wasmexec._schema_cache import (
+from wasmexec._tools.schema_cache import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_TTL_S,
     FORMAT,
@@ -374,7 +374,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from wasmexec._schema_cache import SchemaCache
+    from wasmexec._tools.schema_cache import SchemaCache
 
     def fail(message):
         sys.exit(f"warned: {message}")

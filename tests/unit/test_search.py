@@ -1,6 +1,6 @@
 from dataclasses import dataclass
 
-from wasmexec._search import SearchIndex, tokens
+from wasmexec._tools.search import SearchIndex, tokens
 
 
 @dataclass(frozen=True)

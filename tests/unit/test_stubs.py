@@ -15,7 +15,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from jsonschema.validators import validator_for
 
-from wasmexec._stubs import (
+from wasmexec._tools.stubs import (
     MAX_DEPTH,
     NO_OUTPUT_SCHEMA_RESULT,
     StubWriter,

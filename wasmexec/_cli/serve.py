@@ -12,7 +12,7 @@ import anyio
 
 
 def command_serve(args: argparse.Namespace) -> int:
-    from wasmexec._cli import (
+    from wasmexec._cli.main import (
         limits_from_args,
         load_policy_options,
         load_servers,
@@ -20,10 +20,10 @@ def command_serve(args: argparse.Namespace) -> int:
         open_broker,
         runtime_from_args,
     )
-    from wasmexec._hostcalls import NoTools
     from wasmexec._redact import Redactor
-    from wasmexec._sandbox import Sandbox
-    from wasmexec._server import RunPythonServer, ServeOptions
+    from wasmexec._sandbox.sandbox import Sandbox
+    from wasmexec._server.server import RunPythonServer, ServeOptions
+    from wasmexec._toolhost import NoTools
 
     limits, config, policy, audit = (
         limits_from_args(args),

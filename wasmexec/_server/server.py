@@ -19,9 +19,9 @@ import anyio.from_thread
 
 from wasmexec._envelope import RunResult, run_result_json_schema
 from wasmexec._limits import MAX_TIMEOUT_MS, Limits
-from wasmexec._sandbox import Sandbox
-from wasmexec._server_runs import PausedRuns, ServerRun
-from wasmexec._tool_description import DESCRIPTION, MAX_CODE_BYTES, TOOL_NAME, input_schema
+from wasmexec._sandbox.sandbox import Sandbox
+from wasmexec._server.description import DESCRIPTION, MAX_CODE_BYTES, TOOL_NAME, input_schema
+from wasmexec._server.runs import PausedRuns, ServerRun
 from wasmexec._version import __version__
 
 #: The text content is for a model's context: long data and logs are cut (structuredContent is whole).

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent  # wasmexec/
 
 #: The WIT world the guest implements (wasm_assets/wit/world.wit).
 WORLD = "sandbox"

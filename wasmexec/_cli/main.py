@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cache_dir(build)
 
     commands.add_parser("schema", help="print the JSON Schema of the run result")
-    from wasmexec._cli_tools import add_tools_parser
+    from wasmexec._cli.tools import add_tools_parser
 
     add_tools_parser(commands, add_config_option, _add_cache_dir)
     return parser
@@ -119,7 +119,7 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
 
 def load_servers(args: argparse.Namespace) -> Any:
     """The Config named by --config, WASMEXEC_CONFIG or ./.mcp.json; None when there is none."""
-    from wasmexec._config import load_config
+    from wasmexec._tools.config import load_config
 
     path = args.config or os.environ.get(CONFIG_ENV) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
     if path is None:
@@ -132,8 +132,8 @@ def load_servers(args: argparse.Namespace) -> Any:
 
 def open_broker(args: argparse.Namespace, config: Any, policy: Any = None, audit: Any = None) -> Any:
     """A Broker for the CLI, its schema cache beside the compiled artifacts."""
-    from wasmexec._artifacts import default_cache_dir
-    from wasmexec._broker import Broker
+    from wasmexec._sandbox.artifacts import default_cache_dir
+    from wasmexec._tools.broker import Broker
 
     cache_dir = Path(args.cache_dir or os.environ.get(CACHE_DIR_ENV) or default_cache_dir())
     return Broker(
@@ -150,7 +150,7 @@ def load_policy_options(args: argparse.Namespace) -> Any:
     """The Policy from --policy plus --approve globs."""
     from dataclasses import replace
 
-    from wasmexec._policy import Policy, load_policy
+    from wasmexec._tools.policy import Policy, load_policy
 
     policy = load_policy(args.policy) if args.policy else Policy()
     allow = (*(glob for glob in policy.allow if glob != "*"), *args.allow) if args.allow else policy.allow
@@ -190,7 +190,7 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
 
 
 def runtime_from_args(args: argparse.Namespace) -> Any:
-    from wasmexec._runtime import Runtime
+    from wasmexec._sandbox.runtime import Runtime
 
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
     return Runtime(cache_dir, progress=_progress)
@@ -232,9 +232,9 @@ class UsageError(Exception):
 
 def _command_run(args: argparse.Namespace) -> int:
     from wasmexec._audit import write_run_line
-    from wasmexec._hostcalls import NoTools
     from wasmexec._redact import Redactor
-    from wasmexec._run import execute
+    from wasmexec._sandbox.run import execute
+    from wasmexec._toolhost import NoTools
 
     code, limits = _read_code(args), limits_from_args(args)
     config, policy, audit = load_servers(args), load_policy_options(args), open_audit(args)
@@ -272,8 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     warnings.showwarning = _show_warning
-    from wasmexec._cli_serve import command_serve
-    from wasmexec._cli_tools import command_tools
+    from wasmexec._cli.serve import command_serve
+    from wasmexec._cli.tools import command_tools
     from wasmexec._exceptions import ConfigError, WasmexecError
 
     handlers = {"run": _command_run, "build": _command_build, "schema": _command_schema, "tools": command_tools,

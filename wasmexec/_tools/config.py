@@ -49,7 +49,7 @@ class ServerConfig:
     @property
     def fingerprint(self) -> str:
         """What identifies the server (never the secret values): the schema cache key."""
-        from wasmexec._schema_cache import config_fingerprint  # lazy: cachetools is not needed to read a config
+        from wasmexec._tools.schema_cache import config_fingerprint  # lazy: cachetools is not needed to read a config
 
         return config_fingerprint(self.command, self.args, self.url, self.env, self.headers, cwd=self.cwd)
 

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wasmexec._assets import APP_MODULE, WORLD, GuestSources, guest_sources
 from wasmexec._exceptions import BuildError
+from wasmexec._sandbox.assets import APP_MODULE, WORLD, GuestSources, guest_sources
 
 #: The componentize-py release the guest is written for (pinned in pyproject.toml).
 BUILDER_VERSION = "componentize-py 0.25.1"

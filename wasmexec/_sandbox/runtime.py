@@ -18,9 +18,9 @@ import wasmtime
 from wasmtime import Config, Engine
 from wasmtime.component import Linker
 
-from wasmexec import _hostcalls
-from wasmexec._artifacts import ArtifactStore, Progress
-from wasmexec._epoch import EpochTicker
+from wasmexec._sandbox import hostcalls as _hostcalls
+from wasmexec._sandbox.artifacts import ArtifactStore, Progress
+from wasmexec._sandbox.epoch import EpochTicker
 
 _ENGINE_FORMAT = "v1"  # bump when the engine configuration below changes
 

@@ -47,8 +47,8 @@ def add_tools_parser(
 
 
 def command_tools(args: argparse.Namespace) -> int:
-    from wasmexec._cli import UsageError, load_servers, open_broker
-    from wasmexec._hostcalls import HostCallError
+    from wasmexec._cli.main import UsageError, load_servers, open_broker
+    from wasmexec._toolhost import HostCallError
 
     config = load_servers(args)
     if config is None or not config.servers:
@@ -107,7 +107,7 @@ def _search(broker: Any, args: argparse.Namespace) -> int:
 
 
 def _show(broker: Any, args: argparse.Namespace) -> int:
-    from wasmexec import _stubs
+    from wasmexec._tools import stubs as _stubs
 
     catalog = _catalog(broker)
     entry = catalog.tool(args.server, args.tool)
@@ -123,7 +123,7 @@ def _show(broker: Any, args: argparse.Namespace) -> int:
 
 
 def _stubs_command(broker: Any, args: argparse.Namespace) -> int:
-    from wasmexec import _stubs
+    from wasmexec._tools import stubs as _stubs
 
     catalog = _catalog(broker)
     server_id = catalog.server_id(args.server)

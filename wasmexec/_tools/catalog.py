@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from wasmexec import _stubs
-from wasmexec._config import ServerConfig
-from wasmexec._hostcalls import HostCallError
-from wasmexec._naming import export_names, module_names
-from wasmexec._pool import Listing
-from wasmexec._search import SearchIndex
+from wasmexec._toolhost import HostCallError
+from wasmexec._tools import stubs as _stubs
+from wasmexec._tools.config import ServerConfig
+from wasmexec._tools.naming import export_names, module_names
+from wasmexec._tools.pool import Listing
+from wasmexec._tools.search import SearchIndex
 
 Detail = Literal["name", "description", "full"]
 DETAILS: tuple[Detail, ...] = ("name", "description", "full")

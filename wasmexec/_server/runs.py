@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from wasmexec._limits import Limits
-from wasmexec._sandbox import RunControl, Sandbox
+from wasmexec._sandbox.sandbox import RunControl, Sandbox
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
 PAUSE_GRACE_S = 60.0

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import anyio
 from anyio.abc import TaskGroup
 
-from wasmexec._config import ServerConfig
+from wasmexec._tools.config import ServerConfig
 
 #: npx may download a package on first start; longer than that is a broken server.
 DEFAULT_CONNECT_TIMEOUT_S = 60.0

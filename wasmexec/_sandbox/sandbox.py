@@ -14,11 +14,12 @@ import anyio.to_thread
 
 from wasmexec._audit import AuditLog, write_run_line
 from wasmexec._envelope import RunResult
-from wasmexec._hostcalls import NoTools, RunState, ToolHost
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
-from wasmexec._run import execute
-from wasmexec._runtime import Runtime, default_runtime
+from wasmexec._runstate import RunState
+from wasmexec._sandbox.run import execute
+from wasmexec._sandbox.runtime import Runtime, default_runtime
+from wasmexec._toolhost import NoTools, ToolHost
 
 #: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
 DEFAULT_MAX_CONCURRENT_RUNS = 8

@@ -10,14 +10,16 @@ from typing import Any
 
 from wasmtime import Store, Trap, WasiConfig, WasmtimeError
 
-from wasmexec import _epoch, _hostcalls
 from wasmexec._envelope import ApprovalState, Diagnostic, ErrorInfo, LimitName, Metrics, RunResult
-from wasmexec._hostcalls import RunState, ToolHost
 from wasmexec._limits import Limits
-from wasmexec._output import OutputCapture
 from wasmexec._redact import Redactor
-from wasmexec._report import GuestReport, parse_report
-from wasmexec._runtime import Runtime
+from wasmexec._runstate import RunState
+from wasmexec._sandbox import epoch as _epoch
+from wasmexec._sandbox import hostcalls as _hostcalls
+from wasmexec._sandbox.output import OutputCapture
+from wasmexec._sandbox.report import GuestReport, parse_report
+from wasmexec._sandbox.runtime import Runtime
+from wasmexec._toolhost import ToolHost
 from wasmexec._version import __version__
 
 TOOL_NAME = "run_python"

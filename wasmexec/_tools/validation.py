@@ -12,8 +12,8 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from wasmexec import _stubs
-from wasmexec._hostcalls import HostCallError
+from wasmexec._toolhost import HostCallError
+from wasmexec._tools import stubs as _stubs
 
 #: Enough failing fields for any real mistake; more would only flood the model's context.
 MAX_REPORTED_ERRORS = 20

@@ -18,16 +18,17 @@ from typing import Any, TextIO
 import anyio
 import anyio.from_thread
 
-from wasmexec import _stubs
 from wasmexec._audit import AuditLog, digest
-from wasmexec._catalog import DETAILS, SPEC_VERSION, Catalog, ToolEntry
-from wasmexec._config import Config
-from wasmexec._hostcalls import HostCallError, RunState, encode_payload
-from wasmexec._policy import Decision, Policy, RateLimiter
-from wasmexec._pool import Listing, Pool, ServerUnavailable
 from wasmexec._redact import Redactor
-from wasmexec._schema_cache import SchemaCache, cache_key
-from wasmexec._validation import validate_arguments
+from wasmexec._runstate import RunState
+from wasmexec._toolhost import HostCallError, encode_payload
+from wasmexec._tools import stubs as _stubs
+from wasmexec._tools.catalog import DETAILS, SPEC_VERSION, Catalog, ToolEntry
+from wasmexec._tools.config import Config
+from wasmexec._tools.policy import Decision, Policy, RateLimiter
+from wasmexec._tools.pool import Listing, Pool, ServerUnavailable
+from wasmexec._tools.schema_cache import SchemaCache, cache_key
+from wasmexec._tools.validation import validate_arguments
 
 #: Discovery must answer quickly even when the run has a long deadline.
 MAX_DISCOVERY_WAIT_S = 60.0
@@ -247,11 +248,14 @@ class Broker:
         validate_arguments(entry, arguments)
         if run.progress is not None:
             run.progress(f"calling {entry.server_id}.{entry.tool_name}")
-        future: Future[str] = self.portal.start_task_soon(self._call, run, entry, arguments, decision)
+        run.calls.open(handle, entry.server_id, entry.tool_name)
+        future: Future[str] = self.portal.start_task_soon(self._call, run, handle, entry, arguments, decision)
         run.track(future)
         future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
 
-    async def _call(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any], decision: Decision) -> str:
+    async def _call(
+        self, run: RunState, handle: int, entry: ToolEntry, arguments: dict[str, Any], decision: Decision
+    ) -> str:
         started = time.monotonic()
         error: HostCallError | None = None
         approval = "not_required"
@@ -272,11 +276,8 @@ class Broker:
             error = self._protocol_error(entry, exc)
         finally:
             duration = round((time.monotonic() - started) * 1000, 3)
-            trace: dict[str, Any] = {"server_id": entry.server_id, "tool_name": entry.tool_name,
-                                     "duration_ms": duration, "ok": error is None}  # fmt: skip
-            if error is not None:
-                trace["error"] = f"{error.kind}: {error.message}"[:500]
-            run.tool_trace.append(trace)  # type: ignore[arg-type]
+            run.calls.record(handle, ok=error is None,
+                             error=None if error is None else f"{error.kind}: {error.message}")  # fmt: skip
             self._audit(run, entry, arguments, outcome="ok" if error is None else error.kind, approval=approval,
                         result_bytes=len(text.encode()), duration_ms=duration,
                         redactions=self.redactor.redact_text(text)[1] if text else 0)  # fmt: skip

@@ -1,0 +1,83 @@
+"""The record of one run's tool calls: the `tool_trace` and its single, locked writer.
+
+Every call attempt gets an entry, in the order the guest made them: refused ones
+(policy, schema, caps) as soon as they are refused, started ones when they end.
+When the run ends first, `close` records every call still open as cancelled and
+ignores whatever its task reports later, so the trace the result is built from is
+final and truthful.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from wasmexec._envelope import ToolTraceEntry
+
+#: What a call still open when the run ended is recorded as.
+CANCELLED = "cancelled: the run ended before the call finished"
+
+
+@dataclass
+class _Call:
+    server_id: str
+    tool_name: str
+    started: float
+    entry: ToolTraceEntry | None = None
+
+
+@dataclass
+class CallLog:
+    """Thread-safe: the guest's thread opens calls, the broker's loop records their ends."""
+
+    _calls: dict[int, _Call] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _closed: bool = False
+
+    def open(self, handle: int, server_id: str, tool_name: str) -> None:
+        """A call was accepted and started."""
+        with self._lock:
+            self._calls[handle] = _Call(server_id, tool_name, time.monotonic())
+
+    def record(self, handle: int, *, ok: bool, error: str | None = None) -> bool:
+        """Ends a call; False when it was already ended (the run closed it as cancelled first)."""
+        with self._lock:
+            call = self._calls.get(handle)
+            if call is None or call.entry is not None:
+                return False
+            call.entry = _entry(call, ok, error)
+            return True
+
+    def refused(self, handle: int, server_id: str, tool_name: str, error: str) -> None:
+        """A call refused before it started (policy, schema, a cap): recorded at once."""
+        with self._lock:
+            call = _Call(server_id, tool_name, time.monotonic())
+            call.entry = _entry(call, False, error)
+            self._calls[handle] = call
+
+    def close(self) -> None:
+        """The run is over: every call still open is recorded as cancelled."""
+        with self._lock:
+            self._closed = True
+            for call in self._calls.values():
+                if call.entry is None:
+                    call.entry = _entry(call, False, CANCELLED)
+
+    def is_open(self, handle: int) -> bool:
+        with self._lock:
+            call = self._calls.get(handle)
+            return call is not None and call.entry is None
+
+    def trace(self) -> list[ToolTraceEntry]:
+        """The entries of ended calls, in the order the calls were made."""
+        with self._lock:
+            return [call.entry for _, call in sorted(self._calls.items()) if call.entry is not None]
+
+
+def _entry(call: _Call, ok: bool, error: str | None) -> ToolTraceEntry:
+    entry: ToolTraceEntry = {"server_id": call.server_id, "tool_name": call.tool_name,
+                             "duration_ms": round((time.monotonic() - call.started) * 1000, 3), "ok": ok}  # fmt: skip
+    if error is not None:
+        entry["error"] = error[:500]
+    return entry

@@ -1,0 +1,77 @@
+"""The tool-host protocol: what the sandbox asks of whatever answers its tool calls.
+
+The sandbox (`wasmexec._sandbox`) calls a `ToolHost`; the broker (`wasmexec._tools`)
+is one. Neither imports the other: both import this module. Failures cross the
+boundary as `HostCallError`, whose `kind` is the WIT ``error-kind`` enum of
+``wasm_assets/wit/world.wit``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from wasmexec._runstate import RunState
+
+#: The largest JSON payload a single host call accepts or returns; bigger is a limit error.
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+
+#: The WIT ``error-kind`` enum, case for case.
+ErrorKind = Literal[
+    "invalid-argument", "not-found", "limit-exceeded", "denied", "authentication", "unavailable", "tool-error",
+    "internal",
+]  # fmt: skip
+
+
+class HostCallError(Exception):
+    """A host call failed; becomes a WIT ``host-error`` (kind, message, hint, detail)."""
+
+    def __init__(self, kind: ErrorKind, message: str, hint: str = "", **detail: Any) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+
+
+def internal_error(exc: BaseException) -> HostCallError:
+    """The one way a bug on the host becomes a guest-visible error (never a traceback)."""
+    return HostCallError("internal", f"host error: {type(exc).__name__}: {exc}"[:500])
+
+
+class ToolHost(Protocol):
+    """What answers the guest's catalog queries and tool calls (the broker)."""
+
+    def catalog(self, run: RunState, op: str, request: Any) -> Any:
+        """Answers a discovery query; raises HostCallError."""
+
+    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+        """Starts a call and later reports it with `run.complete(handle, ...)`; raises HostCallError."""
+
+
+class NoTools:
+    """The tool host of a sandbox with no MCP servers configured."""
+
+    def catalog(self, run: RunState, op: str, request: Any) -> Any:
+        if op == "list_servers":
+            return []
+        raise HostCallError(
+            "not-found", "no MCP servers are configured", "Configure servers on the host (--config).", what="server"
+        )
+
+    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+        self.catalog(run, "get_server", {"server_id": server_id})
+
+
+def encode_payload(value: Any, what: str) -> str:
+    """Compact JSON of a host call's answer; a `payload_bytes` limit error when too large."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if len(text) > MAX_PAYLOAD_BYTES:
+        raise HostCallError(
+            "limit-exceeded",
+            f"{what} is {len(text)} bytes; the limit is {MAX_PAYLOAD_BYTES}",
+            "Ask for less (filter, paginate, lower detail).",
+            limit="payload_bytes",
+        )
+    return text
