@@ -11,6 +11,9 @@ from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
 
+#: The one name of the tool whose runs this describes (the MCP tool and every result's `tool_name`).
+TOOL_NAME = "run_python"
+
 LogLevel = Literal["debug", "log", "warn", "error"]
 Severity = Literal["error", "warning", "info"]
 ApprovalState = Literal["NOT_REQUIRED", "APPROVED", "DENIED"]

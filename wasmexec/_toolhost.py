@@ -49,6 +49,9 @@ class ToolHost(Protocol):
     def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
         """Starts a call and later reports it with `run.complete(handle, ...)`; raises HostCallError."""
 
+    def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
+        """Told about a call the sandbox refused before `start_call` (a cap, a size), to audit it like any other."""
+
 
 class NoTools:
     """The tool host of a sandbox with no MCP servers configured."""
@@ -62,6 +65,9 @@ class NoTools:
 
     def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
         self.catalog(run, "get_server", {"server_id": server_id})
+
+    def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
+        """Nothing to audit: there is no broker."""
 
 
 def encode_payload(value: Any, what: str) -> str:

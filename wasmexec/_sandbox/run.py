@@ -10,7 +10,7 @@ from typing import Any
 
 from wasmtime import Store, Trap, WasiConfig, WasmtimeError
 
-from wasmexec._envelope import ApprovalState, Diagnostic, ErrorInfo, LimitName, Metrics, RunResult
+from wasmexec._envelope import TOOL_NAME, ApprovalState, Diagnostic, ErrorInfo, LimitName, Metrics, RunResult
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
@@ -21,8 +21,6 @@ from wasmexec._sandbox.report import GuestReport, parse_report
 from wasmexec._sandbox.runtime import Runtime
 from wasmexec._toolhost import ToolHost
 from wasmexec._version import __version__
-
-TOOL_NAME = "run_python"
 
 _BLOCKING_WAIT = (
     "The code made a blocking wait that bypasses the sandbox's clock (a re-imported time.sleep, select, "

@@ -10,7 +10,6 @@ from typing import Any
 
 from wasmexec._limits import DEFAULT_MAX_TOOL_CALLS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_MS
 
-TOOL_NAME = "run_python"
 #: Code larger than this is refused before it reaches a sandbox.
 MAX_CODE_BYTES = 1024 * 1024
 

@@ -17,10 +17,10 @@ from typing import Any
 import anyio
 import anyio.from_thread
 
-from wasmexec._envelope import RunResult, run_result_json_schema
+from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import MAX_TIMEOUT_MS, Limits
 from wasmexec._sandbox.sandbox import Sandbox
-from wasmexec._server.description import DESCRIPTION, MAX_CODE_BYTES, TOOL_NAME, input_schema
+from wasmexec._server.description import DESCRIPTION, MAX_CODE_BYTES, input_schema
 from wasmexec._server.runs import PausedRuns, ServerRun
 from wasmexec._version import __version__
 

@@ -253,6 +253,12 @@ class Broker:
         run.track(future)
         future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
 
+    def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
+        """A call the sandbox refused before starting it (a cap, a size): audited like any other."""
+        if self.audit is not None:
+            self.audit.write("tool_call", run_id=run.run_id, trace_id=run.trace_id, code_digest=run.code_digest,
+                             server=server_id[:200], tool=tool_name[:200], outcome=error.kind)  # fmt: skip
+
     async def _call(
         self, run: RunState, handle: int, entry: ToolEntry, arguments: dict[str, Any], decision: Decision
     ) -> str:
