@@ -6,8 +6,9 @@ captured in the pre-initialized snapshot every run starts from.
 
 import gc
 
-import codemode._prelude  # noqa: F401 - imported for the snapshot
 import wit_world
+
+import codemode._prelude  # noqa: F401 - imported for the snapshot
 from codemode import _loop, _restrict, _runner, _tools, _tzdata
 from codemode import discovery as _discovery  # noqa: F401 - imported for the snapshot
 

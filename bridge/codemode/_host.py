@@ -56,7 +56,7 @@ def wait(handles: list[int], timeout_ms: int) -> list[_wit.Completion]:
     return _wit.wait(handles, max(0, min(int(timeout_ms), _MAX_WAIT_MS)))
 
 
-def sleep(seconds: float) -> None:
+def sleep(seconds: object) -> None:
     """`time.sleep` for the sandbox: waits on the host, so the run deadline applies."""
     if not isinstance(seconds, (int, float)):
         raise TypeError(f"'{type(seconds).__name__}' object cannot be interpreted as a number")

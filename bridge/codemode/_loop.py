@@ -80,7 +80,7 @@ _policy_base: Any = getattr(asyncio.events, "_BaseDefaultEventLoopPolicy", None)
 _policy_base = _policy_base or asyncio.events.BaseDefaultEventLoopPolicy
 
 
-class _SandboxPolicy(_policy_base):  # type: ignore[misc, valid-type]
+class _SandboxPolicy(_policy_base):  # type: ignore[misc]
     _loop_factory = SandboxEventLoop
 
 

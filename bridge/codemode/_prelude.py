@@ -84,6 +84,7 @@ import zipfile
 import zlib
 import zoneinfo
 
-# `site` does not run in the snapshot, so `help` is installed here (plain text, no pager).
-builtins.help = pydoc.Helper(output=None)
+# `site` does not run in the snapshot, so `help` is installed here (plain text, no pager);
+# pydoc's Helper is what site's `_Helper` would call anyway.
+builtins.help = pydoc.Helper(output=None)  # type: ignore[assignment]
 pydoc.pager = pydoc.plainpager

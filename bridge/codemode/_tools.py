@@ -26,7 +26,7 @@ def _parameter(spec: dict[str, Any]) -> inspect.Parameter | None:
     name = spec.get("python_name")
     if not name:
         return None
-    default = inspect.Parameter.empty
+    default: Any = inspect.Parameter.empty
     if not spec.get("required"):
         default = spec.get("default")
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=spec["annotation"])
@@ -87,7 +87,7 @@ def build_module(description: dict[str, Any]) -> ModuleType:
         setattr(module, tool["export_name"], make_tool_function(description["server_id"], description["module"], tool))
         exported.append(tool["export_name"])
     module.__all__ = sorted(exported)  # type: ignore[attr-defined]
-    module.__getattr__ = _missing_tool(description)  # type: ignore[attr-defined]
+    module.__getattr__ = _missing_tool(description)  # type: ignore[method-assign]  # PEP 562 module __getattr__
     return module
 
 

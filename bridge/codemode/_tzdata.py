@@ -16,21 +16,22 @@ _ZONES: dict[str, bytes] = {}
 
 def capture() -> None:
     """Reads every zone of the `tzdata` package (present at build time only)."""
-    try:
-        import importlib.resources
+    import importlib.resources
 
-        import tzdata  # noqa: F401
+    try:
+        package = importlib.resources.files("tzdata")  # imports it
     except ImportError:
         return
-    root = importlib.resources.files("tzdata") / "zoneinfo"
-    names = (importlib.resources.files("tzdata") / "zones").read_text().split()
+    root = package / "zoneinfo"
+    names = (package / "zones").read_text().split()
     for name in names:
         node = root.joinpath(*name.split("/"))
         try:
             _ZONES[name] = node.read_bytes()
         except OSError:
             continue
-    zoneinfo._common.load_tzdata = _load_tzdata
+    # zoneinfo only reads the stream it gets, so a BytesIO serves where the stub says BufferedReader.
+    zoneinfo._common.load_tzdata = _load_tzdata  # type: ignore[assignment]
     zoneinfo._tzpath.available_timezones = available_timezones
     zoneinfo.available_timezones = available_timezones
 

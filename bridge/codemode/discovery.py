@@ -19,9 +19,25 @@ from codemode import _host
 
 __all__ = ["describe_server", "get_tool", "list_servers", "list_tools", "search_tools", "spec_version"]
 
+#: The version of this discovery API (declared here, served by ``__getattr__`` below).
+spec_version: str
 
-#: The version of this discovery API.
-spec_version = "1.0"
+
+def __getattr__(name: str) -> Any:
+    """``spec_version``: the version of this discovery API, e.g. ``"1.0"``.
+
+    The host defines it; it is asked on first use, because this module is imported
+    when the sandbox is built, where no host exists.
+    """
+    if name != "spec_version":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    version: str = _host.catalog("spec_version", {})
+    globals()["spec_version"] = version  # later reads find it without asking again
+    return version
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "spec_version"})
 
 
 def list_servers() -> list[dict[str, Any]]:

@@ -22,6 +22,9 @@ Tree::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 __all__ = [
     "ApprovalDeniedError",
     "AuthenticationError",
@@ -56,7 +59,7 @@ class SchemaValidationError(CodemodeError):
     @property
     def errors(self) -> list[dict[str, object]]:
         """One entry per failing field: pointer, expected, received, message."""
-        return list(self.detail.get("errors", []))  # type: ignore[call-overload]
+        return list(cast("Iterable[dict[str, object]]", self.detail.get("errors", [])))
 
 
 class ToolNotFoundError(CodemodeError, AttributeError):
