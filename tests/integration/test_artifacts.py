@@ -167,3 +167,20 @@ def test_processes_compiling_at_once_all_get_the_component_and_leave_one_recorde
     assert record["component_sha256"] == GENUINE_SHA256
     assert record["sha256"] == hashlib.sha256(compiled[0].read_bytes()).hexdigest()
     assert _exports(ArtifactStore(directory).load_compiled(ENGINE, KEY)) == ["genuine"]
+
+
+def test_the_default_caches_private_fallback_is_reused_by_later_processes(
+    runtime: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    fallback = tmp_path / f"wasmexec-cache-{os.geteuid()}"
+    fallback.mkdir(mode=0o700)
+    _genuine_build(ArtifactStore(), runtime, fallback)
+    with pytest.warns(RuntimeWarning, match="using"):
+        assert _exports(ArtifactStore().load_compiled(ENGINE, KEY)) == ["genuine"]
+    progress: list[str] = []
+    assert _exports(ArtifactStore(progress=progress.append).load_compiled(ENGINE, KEY)) == ["genuine"]
+    assert progress == []  # found and deserialized there, no warning, no compile

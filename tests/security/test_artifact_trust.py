@@ -68,9 +68,9 @@ def default_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def _genuine_build(store: ArtifactStore, runtime: Runtime) -> Path:
+def _genuine_build(store: ArtifactStore, runtime: Runtime, directory: Path | None = None) -> Path:
     """Writes a complete build (manifest + component, no compiled form) into the store's directory."""
-    directory = store.directory
+    directory = directory or store.directory
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     store._component_path(directory).write_bytes(GENUINE)
     manifest = {"sandbox_image": runtime.sandbox_image, "component_sha256": GENUINE_SHA256}

@@ -86,3 +86,16 @@ def test_a_cache_dir_that_is_a_file_fails_with_a_build_error(tmp_path: Path, sha
     a_file.write_text("not a directory")
     with pytest.raises(BuildError, match=str(a_file)):
         ArtifactStore(a_file).sandbox_image()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX modes")
+def test_your_own_default_cache_dir_left_group_writable_is_tightened_not_abandoned(
+    tmp_path: Path, shared_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "wasmexec").mkdir()
+    (tmp_path / "wasmexec").chmod(0o775)  # as `mkdir` makes it under umask 002
+    store = ArtifactStore()
+    assert store._writable_directory() == tmp_path / "wasmexec"
+    assert (tmp_path / "wasmexec").stat().st_mode & 0o022 == 0
+    assert not any(shared_tmp.iterdir())

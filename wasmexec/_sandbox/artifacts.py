@@ -146,6 +146,10 @@ class ArtifactStore:
                 raise BuildError(f"the component just built in {build.directory} cannot be read back")
         return wasm
 
+    def component_digest(self) -> str:
+        """The built component's own ``sha256:`` (differs between builds of the same sources)."""
+        return "sha256:" + self._build_found().component_sha256
+
     def _build_found(self) -> _Build:
         if self._found is None:
             found = (self._read_build(directory) for directory in self._readable_dirs())
@@ -154,17 +158,16 @@ class ArtifactStore:
 
     def _readable_dirs(self) -> Iterator[Path]:
         """The existing directories artifacts may be read from, in order: those only you or root can write."""
-        candidates = [(self._primary, self._primary_problem)]
-        if not self.explicit:  # only the default cache dir has a stand-in
-            candidates.append((_fallback_dir(), lambda: _fallback_problem(_fallback_dir())))
-        for directory, problem_of in candidates:
-            if not os.path.lexists(directory):
-                continue
-            problem = problem_of()
-            if problem is None:
-                yield directory
-            else:
-                self.progress(f"wasmexec: not reading artifacts from {directory}: it {problem}")
+        if os.path.lexists(self._primary) and self._primary_problem() is None:
+            yield self._primary  # when it is not, writing explains why (a warning or a BuildError)
+        fallback = _fallback_dir()
+        if self.explicit or not os.path.lexists(fallback):
+            return  # only the default cache dir has a stand-in
+        problem = _fallback_problem(fallback)
+        if problem is None:
+            yield fallback
+        else:
+            self.progress(f"wasmexec: not reading artifacts from {fallback}: it {problem}")
 
     def _primary_problem(self) -> str | None:
         # Our own default dir may have been created group-writable (umask 002) by another
@@ -361,14 +364,20 @@ def _creation_problem(directory: Path) -> str | None:
 
 
 def _explicit_dir_message(directory: Path, problem: str, untrusted: bool) -> str:
+    """What went wrong with a cache dir the user named, and what to do about it."""
+    named = "--cache-dir, WASMEXEC_CACHE_DIR or Runtime(cache_dir=...)"
     if untrusted:
-        why = "Compiled code in it could have been planted by another user, so it is not used."
-    else:
-        why = "It holds no complete build of this sandbox image to use read-only."
+        return (
+            f"cache directory {directory} {problem}: compiled code in it could have been planted by another "
+            f"user, so it is not used. Pass a directory only you (or root) can write ({named}), or run "
+            f"`chmod go-w {directory}` if it is yours."
+        )
+    if problem.startswith("cannot be created"):
+        return f"cache directory {directory} {problem}. Pass a directory you can write ({named})."
     return (
-        f"cache directory {directory} {problem}. {why} Pass a directory only you can write "
-        "(--cache-dir, WASMEXEC_CACHE_DIR or Runtime(cache_dir=...)), or fill one with "
-        "`wasmexec build --output DIR` and pass that."
+        f"cache directory {directory} {problem} and holds no complete build of this sandbox image to run "
+        f"from read-only. Pass a writable one ({named}), or fill this one with `wasmexec build --output "
+        f"{directory}` using the same wasmexec, wasmtime and tzdata versions."
     )
 
 
