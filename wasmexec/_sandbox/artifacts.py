@@ -24,11 +24,12 @@ could have put it there:
 - its record, checked the same way, names the component (sha256 from the manifest) and
   the engine configuration it was compiled for.
 
-The record also holds the ``.cwasm``'s sha256. Hashing 40-50 MB costs 40-100 ms on every
-process start, ten times the deserialize (about 5 ms), so the digest is only verified when
-the file's size or mtime differs from what was recorded when it was written: given the
-ownership checks, a file with the recorded size and mtime is the one written, unless you
-or root rewrote it and then reset its mtime on purpose. Copying a directory with mtimes
+The record also holds the ``.cwasm``'s size and sha256. Hashing 40-50 MB costs 40-100 ms
+on every process start, ten times the deserialize (about 4 ms), so a file of another size
+is refused at once and the digest is verified only when the mtime differs from the one
+recorded when the file was written: given the ownership checks, a file with the recorded
+size and mtime is the one written, unless you or root rewrote it and then reset its mtime
+on purpose. Copying a directory with mtimes
 kept (``cp -a``, ``rsync -a``, tar, container image layers) keeps starts fast; a plain
 copy is verified at each start. A damaged or mismatched file is recompiled, not loaded.
 
