@@ -1,16 +1,44 @@
-"""Builds the guest component and keeps it, compiled, in a cache directory.
+"""Keeps the guest component, built and compiled, in a cache directory.
 
 Layout of a cache (or ``wasmexec build --output``) directory::
 
-    guest-<source hash>.json    manifest: sandbox image digest, builder version
-    guest-<source hash>.wasm    the component built by componentize-py
-    <image>-<engine key>.cwasm  the component compiled for one engine configuration
+    guest-<image>.json              manifest: sandbox_image, the component's sha256, builder
+    guest-<image>.wasm              the component built by componentize-py
+    <image>-<engine key>.cwasm      the component compiled for one engine configuration
+    <image>-<engine key>.cwasm.json its record: component sha256, engine key, own sha256, size, mtime
 
-Compile once per machine, deserialize once per process. Files are written to a
-temporary name and renamed, under a file lock, so concurrent processes never see
-half a file. A directory that cannot be written (read-only home, a deployment
-bundle) is only read; when something is missing there, work moves to a temp dir
-with a warning.
+``<image>`` is the start of the sandbox image, the digest of the build's inputs (see
+`assets`). Compile once per machine, deserialize once per process. Files are written to
+a temporary name and renamed, under a file lock, so concurrent processes never see half
+a file; a directory that holds everything a process needs is only read, never locked.
+
+Trust. A ``.cwasm`` is native code that wasmtime maps and runs without checking it, so
+one is deserialized only when nobody but you (or root, who controls this process anyway)
+could have put it there:
+
+- its directory (symlinks followed: where the files really are) is owned by you or root
+  and not writable by group or others;
+- the file is opened without following a symlink, and that open file is a regular file
+  owned by you or root and not writable by group or others; wasmtime then maps that very
+  file (``/proc/self/fd``), so it cannot be swapped after the checks;
+- its record, checked the same way, names the component (sha256 from the manifest) and
+  the engine configuration it was compiled for.
+
+The record also holds the ``.cwasm``'s size and sha256. Hashing 40-50 MB costs 40-100 ms
+on every process start, ten times the deserialize (about 4 ms), so a file of another size
+is refused at once and the digest is verified only when the mtime differs from the one
+recorded when the file was written: given the ownership checks, a file with the recorded
+size and mtime is the one written, unless you or root rewrote it and then reset its mtime
+on purpose. Copying a directory with mtimes
+kept (``cp -a``, ``rsync -a``, tar, container image layers) keeps starts fast; a plain
+copy is verified at each start. A damaged or mismatched file is recompiled, not loaded.
+
+Where files go. An explicit directory (``Runtime(cache_dir=...)``, ``--cache-dir``,
+``WASMEXEC_CACHE_DIR``) is used as given: when something must be written and it cannot
+be (or it is open to others), that is a `BuildError` naming the directory. Only the
+default per-user directory falls back, with a warning, to ``wasmexec-cache-<uid>`` in
+the temp dir, created 0700 and refused when it exists with another owner, as a symlink
+or writable by others (someone may have created it first to plant compiled code).
 """
 
 from __future__ import annotations
@@ -18,21 +46,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wasmexec._exceptions import BuildError
-from wasmexec._sandbox.assets import APP_MODULE, WORLD, GuestSources, guest_sources
+from wasmexec._sandbox.assets import GuestSources, builder_version, componentize, guest_sources
 
-#: The componentize-py release the guest is written for (pinned in pyproject.toml).
-BUILDER_VERSION = "componentize-py 0.25.1"
-#: A build takes about 10 s; a hung builder must not hang the host forever.
-BUILD_TIMEOUT_S = 600
+#: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
+#: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
+KEEP_IMAGES = 3
+#: A manifest or record is a few hundred bytes; anything larger is not ours.
+MAX_RECORD_BYTES = 64 * 1024
+#: Waiting longer than a build can take for another process's lock means it is stuck.
+LOCK_TIMEOUT_S = 600
+#: Mode bits that let someone other than the owner change a directory or file.
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 Progress = Callable[[str], None]
 
@@ -47,26 +83,12 @@ def default_cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("wasmexec"))
 
 
-def _builder_version() -> str:
-    """What else decides the component's content: the builder and the time-zone database."""
-    try:
-        import tzdata  # type: ignore[import-untyped]
+@dataclass(frozen=True)
+class _Build:
+    """A built component found in (or written to) a directory."""
 
-        return f"{BUILDER_VERSION}; tzdata {tzdata.IANA_VERSION}"
-    except ImportError:
-        return BUILDER_VERSION
-
-
-def _is_writable(directory: Path) -> bool:
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return False
-    return os.access(directory, os.W_OK | os.X_OK)
-
-
-def _fallback_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"wasmexec-cache-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    directory: Path
+    component_sha256: str
 
 
 class ArtifactStore:
@@ -75,125 +97,187 @@ class ArtifactStore:
     def __init__(
         self, directory: Path | None = None, progress: Progress | None = None, sources: GuestSources | None = None
     ) -> None:
+        """Args:
+        directory: the cache directory; None for the per-user default, the only one that may
+            fall back to a private temp dir when it cannot be written.
+        progress: receives one-line messages about builds and compiles.
+        sources: the guest's sources (the installed ones by default).
+        """
+        self.explicit = directory is not None
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.progress: Progress = progress or (lambda message: None)
         self.sources = sources or guest_sources()
-        self.source_hash = self.sources.source_hash(_builder_version())[:32]
+        #: The sandbox image: "sha256:" over the build's inputs, known without building.
+        self.image = "sha256:" + self.sources.identity()
+        self._primary = self.directory
+        self._write_dir: Path | None = None
+        self._found: _Build | None = None
 
     # -- paths -------------------------------------------------------------------------
     def _manifest_path(self, directory: Path) -> Path:
-        return directory / f"guest-{self.source_hash}.json"
+        return directory / f"guest-{self._short}.json"
 
     def _component_path(self, directory: Path) -> Path:
-        return directory / f"guest-{self.source_hash}.wasm"
+        return directory / f"guest-{self._short}.wasm"
+
+    @property
+    def _short(self) -> str:
+        return self.image.removeprefix("sha256:")[:32]
 
     @staticmethod
     def compiled_name(image: str, engine_key: str) -> str:
+        """The file name of `image` compiled for one engine configuration."""
         return f"{image.removeprefix('sha256:')[:32]}-{engine_key}.cwasm"
 
     # -- the component -----------------------------------------------------------------
     def sandbox_image(self) -> str:
-        """The component's ``sha256:`` digest, building it first if needed."""
-        manifest = self._read_manifest(self.directory)
-        if manifest is None:
-            manifest = self._build()
-        return str(manifest["sandbox_image"])
+        """The sandbox image, after making sure the component is built."""
+        self._build_found()
+        return self.image
 
     def component_bytes(self) -> bytes:
-        self.sandbox_image()  # builds it if needed; a fallback to a temp dir moves self.directory
-        path = self._component_path(self.directory)
-        try:
-            return path.read_bytes()
-        except OSError as exc:
-            raise BuildError(f"the built component {path} cannot be read: {exc}") from exc
+        """The built component, checked against its manifest (rebuilt when damaged)."""
+        build = self._build_found()
+        wasm = _read_trusted(self._component_path(build.directory))
+        if wasm is None or hashlib.sha256(wasm).hexdigest() != build.component_sha256:
+            self.progress(f"wasmexec: rebuilding: {self._component_path(build.directory)} is missing or damaged")
+            build = self._found = self._build(damaged=build)
+            wasm = _read_trusted(self._component_path(build.directory))
+            if wasm is None:
+                raise BuildError(f"the component just built in {build.directory} cannot be read back")
+        return wasm
 
-    def _read_manifest(self, directory: Path) -> dict[str, Any] | None:
-        try:
-            manifest = json.loads(self._manifest_path(directory).read_text())
-        except (OSError, ValueError):
-            return None
-        if not isinstance(manifest, dict) or not self._component_path(directory).is_file():
-            return None
-        return manifest
+    def component_digest(self) -> str:
+        """The built component's own ``sha256:`` (differs between builds of the same sources)."""
+        return "sha256:" + self._build_found().component_sha256
 
+    def _build_found(self) -> _Build:
+        if self._found is None:
+            found = (self._read_build(directory) for directory in self._readable_dirs())
+            self._found = next((build for build in found if build is not None), None) or self._build()
+        return self._found
+
+    def _readable_dirs(self) -> Iterator[Path]:
+        """The existing directories artifacts may be read from, in order: those only you or root can write."""
+        if os.path.lexists(self._primary) and self._primary_problem() is None:
+            yield self._primary  # when it is not, writing explains why (a warning or a BuildError)
+        fallback = _fallback_dir()
+        if self.explicit or not os.path.lexists(fallback):
+            return  # only the default cache dir has a stand-in
+        problem = _fallback_problem(fallback)
+        if problem is None:
+            yield fallback
+        else:
+            self.progress(f"wasmexec: not reading artifacts from {fallback}: it {problem}")
+
+    def _primary_problem(self) -> str | None:
+        # Our own default dir may have been created group-writable (umask 002) by another
+        # wasmexec part: tighten it. A directory the user named is theirs to fix.
+        return _directory_problem(self._primary, tighten=not self.explicit)
+
+    def _read_build(self, directory: Path) -> _Build | None:
+        manifest = _read_record(self._manifest_path(directory))
+        if manifest is None or manifest.get("sandbox_image") != self.image:
+            return None
+        component_sha256 = manifest.get("component_sha256")
+        if not _is_sha256(component_sha256) or not _is_trusted_file(self._component_path(directory)):
+            return None
+        return _Build(directory, str(component_sha256))
+
+    def _build(self, damaged: _Build | None = None) -> _Build:
+        directory = self._writable_directory()
+        with _locked(directory):
+            found = self._read_build(directory)
+            if found is not None and found != damaged:  # another process built it while we waited
+                return found
+            self.progress("wasmexec: building the sandbox component with componentize-py (once, 15-60 s)...")
+            started = time.monotonic()
+            wasm = self._run_build(directory)
+            component_sha256 = hashlib.sha256(wasm).hexdigest()
+            _atomic_write(self._component_path(directory), wasm)
+            manifest = {"sandbox_image": self.image, "component_sha256": component_sha256, "builder": builder_version()}
+            _atomic_write(self._manifest_path(directory), json.dumps(manifest, indent=2).encode())
+            elapsed = time.monotonic() - started
+            self.progress(f"wasmexec: built {self.image[:19]}… ({len(wasm) / 1e6:.1f} MB) in {elapsed:.1f} s")
+            return _Build(directory, component_sha256)
+
+    def _run_build(self, directory: Path) -> bytes:
+        with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as scratch:
+            staged = Path(scratch) / "src"
+            if self.sources.stage(staged) != self.image.removeprefix("sha256:"):
+                raise BuildError(f"the guest sources in {self.sources.bridge_dir.parent} changed during the build")
+            output = Path(scratch) / "guest.wasm"
+            componentize(staged, output)
+            return output.read_bytes()
+
+    # -- where to write ----------------------------------------------------------------
     def _writable_directory(self) -> Path:
-        if _is_writable(self.directory):
-            return self.directory
+        """The directory to write to: the cache dir, or for the default one only, the private fallback."""
+        if self._write_dir is not None:
+            return self._write_dir
+        problem, untrusted = _creation_problem(self._primary), False
+        if problem is None:
+            problem = self._primary_problem()
+            untrusted = problem is not None
+        if problem is None and not os.access(self._primary, os.W_OK | os.X_OK):
+            problem = "is not writable"
+        if problem is None:
+            self._write_dir = self._primary
+            return self._primary
+        if self.explicit:
+            raise BuildError(_explicit_dir_message(self._primary, problem, untrusted))
         fallback = _fallback_dir()
         warnings.warn(
-            f"wasmexec: cache directory {self.directory} is not writable; using {fallback} "
+            f"wasmexec: cache directory {self._primary} {problem}; using {fallback} "
             "(set --cache-dir / WASMEXEC_CACHE_DIR, or ship a `wasmexec build --output` directory)",
             RuntimeWarning,
             stacklevel=3,
         )
-        self.directory = fallback
-        fallback.mkdir(parents=True, exist_ok=True)
+        _make_private_fallback(fallback)
+        self.directory = self._write_dir = fallback
         return fallback
-
-    def _build(self) -> dict[str, Any]:
-        directory = self._writable_directory()
-        with _locked(directory):
-            manifest = self._read_manifest(directory)
-            if manifest is not None:  # another process built it while we waited
-                return manifest
-            self.progress("wasmexec: building the sandbox component with componentize-py (once, 10-30 s)...")
-            started = time.monotonic()
-            wasm = self._run_componentize(directory)
-            image = "sha256:" + hashlib.sha256(wasm).hexdigest()
-            _atomic_write(self._component_path(directory), wasm)
-            manifest = {"sandbox_image": image, "builder": _builder_version(), "source_hash": self.source_hash}
-            _atomic_write(self._manifest_path(directory), json.dumps(manifest, indent=2).encode())
-            elapsed = time.monotonic() - started
-            self.progress(f"wasmexec: built {image[:19]}… ({len(wasm) / 1e6:.1f} MB) in {elapsed:.1f} s")
-            return manifest
-
-    def _run_componentize(self, directory: Path) -> bytes:
-        import subprocess
-
-        with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as scratch:
-            output = Path(scratch) / "guest.wasm"
-            extra = _stage_tzdata(Path(scratch) / "extra")
-            command = [
-                sys.executable, "-c",
-                "import sys, componentize_py; sys.argv[0] = 'componentize-py'; sys.exit(componentize_py.script())",
-                "-d", str(self.sources.wit_dir), "-w", WORLD,
-                "componentize", APP_MODULE, "-p", str(self.sources.bridge_dir), "-p", str(extra), "-o", str(output),
-            ]  # fmt: skip
-            # A clean environment: componentize-py would otherwise add the active venv's
-            # site-packages to the guest's module path.
-            env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
-            try:
-                completed = subprocess.run(
-                    command, cwd=scratch, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
-                )
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                raise BuildError(f"componentize-py could not run: {exc}") from exc
-            if completed.returncode != 0 or not output.is_file():
-                tail = "\n".join((completed.stderr or completed.stdout).strip().splitlines()[-15:])
-                raise BuildError(f"componentize-py failed (exit {completed.returncode}):\n{tail}")
-            return output.read_bytes()
 
     # -- compiled artifacts --------------------------------------------------------------
     def load_compiled(self, engine: Any, engine_key: str) -> Any:
         """The component compiled for `engine`: deserialized from the cache, else compiled and cached."""
+        build = self._build_found()
+        name = self.compiled_name(self.image, engine_key)
+        for directory in self._readable_dirs():
+            component = self._deserialize(engine, directory / name, build, engine_key)
+            if component is not None:
+                return component
+        return self._compile(engine, name, engine_key)
+
+    def _deserialize(self, engine: Any, path: Path, build: _Build, engine_key: str) -> Any:
         from wasmtime import WasmtimeError
         from wasmtime.component import Component
 
-        image = self.sandbox_image()
-        name = self.compiled_name(image, engine_key)
-        for directory in dict.fromkeys((self.directory, _fallback_dir())):
-            path = directory / name
-            if path.is_file():
-                try:
-                    return Component.deserialize_file(engine, str(path))
-                except WasmtimeError as exc:  # another machine's CPU features, or a damaged file
-                    self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {exc}")
-        return self._compile(engine, name)
+        if not os.path.lexists(path):
+            return None
+        record = _read_record(Path(f"{path}.json"))
+        problem = _binding_problem(record, build.component_sha256, engine_key)
+        fd = _open_trusted(path) if problem is None else None
+        if fd is None:
+            problem = problem or "it is not a regular file that only you or root can write"
+            self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {problem}")
+            return None
+        try:
+            assert record is not None  # checked by _binding_problem
+            if not _matches_record(fd, record):
+                self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: it differs from its record")
+                return None
+            return Component.deserialize_file(engine, _fd_path(fd, path))
+        except WasmtimeError as exc:  # another machine's CPU features, or a damaged file
+            self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {exc}")
+            return None
+        finally:
+            os.close(fd)
 
-    def _compile(self, engine: Any, name: str) -> Any:
+    def _compile(self, engine: Any, name: str, engine_key: str) -> Any:
         from wasmtime import WasmtimeError
         from wasmtime.component import Component
 
+        directory = self._writable_directory()  # before the slow part: fail fast
         wasm = self.component_bytes()
         self.progress("wasmexec: compiling the sandbox component for this machine (once, 5-25 s)...")
         started = time.monotonic()
@@ -201,72 +285,237 @@ class ArtifactStore:
             component = Component(engine, wasm)
         except WasmtimeError as exc:
             raise BuildError(f"wasmtime could not compile the guest component: {exc}") from exc
-        directory = self._writable_directory()
         with _locked(directory):
-            _atomic_write(directory / name, bytes(component.serialize()))
+            _write_compiled(directory / name, bytes(component.serialize()), self._build_found(), engine_key)
             _prune(directory, keep_images=KEEP_IMAGES)
         self.progress(f"wasmexec: compiled in {time.monotonic() - started:.1f} s, cached in {directory}")
         return component
 
     def export(self, target: Path, engines: dict[str, Any]) -> list[Path]:
         """Writes a self-contained artifact directory (component + every engine's compiled form)."""
-        target.mkdir(parents=True, exist_ok=True)
-        image = self.sandbox_image()
-        written = []
-        for source, name in (
-            (self._component_path(self.directory), self._component_path(target).name),
-            (self._manifest_path(self.directory), self._manifest_path(target).name),
-        ):
-            _atomic_write(target / name, source.read_bytes())
-            written.append(target / name)
+        try:
+            target.mkdir(parents=True, exist_ok=True, mode=0o755)  # shipped: others may read it
+        except OSError as exc:
+            raise BuildError(f"cannot create the output directory {target}: {exc.strerror or exc}") from exc
+        problem = _directory_problem(target)
+        if problem is not None:
+            raise BuildError(f"will not ship artifacts in {target}: it {problem}, so wasmexec would not load them")
+        build = self._build_found()
+        manifest = _read_trusted(self._manifest_path(build.directory))
+        if manifest is None:
+            raise BuildError(f"the manifest in {build.directory} cannot be read")
+        written = [self._manifest_path(target), self._component_path(target)]
+        _atomic_write(written[1], self.component_bytes())
+        _atomic_write(written[0], manifest)
         for key, engine in engines.items():
-            component = self.load_compiled(engine, key)
-            path = target / self.compiled_name(image, key)
-            _atomic_write(path, bytes(component.serialize()))
+            path = target / self.compiled_name(self.image, key)
+            _write_compiled(path, bytes(self.load_compiled(engine, key).serialize()), build, key)
             written.append(path)
         return written
 
 
-def _stage_tzdata(target: Path) -> Path:
-    """Copies the `tzdata` package where the build can read it (its zones go into the snapshot)."""
-    import importlib.util
-    import shutil
-
-    target.mkdir(parents=True)
-    spec = importlib.util.find_spec("tzdata")
-    if spec is None or spec.origin is None:
-        raise BuildError("the tzdata package is missing; it is a dependency of wasmexec (pip install tzdata)")
-    shutil.copytree(Path(spec.origin).parent, target / "tzdata", ignore=shutil.ignore_patterns("__pycache__"))
-    return target
+# -- trust ---------------------------------------------------------------------------------
 
 
-#: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
-#: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
-KEEP_IMAGES = 3
+def _trusted_owners() -> tuple[int, ...] | None:
+    """You and root; None where there are no POSIX owners (Windows: the per-user dirs are private)."""
+    return (os.geteuid(), 0) if hasattr(os, "geteuid") else None
 
 
-def _prune(directory: Path, keep_images: int) -> None:
-    """Deletes all but the newest `keep_images` builds (manifest, component, compiled forms)."""
-    manifests = sorted(directory.glob("guest-*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
-    keep: set[str] = set()
-    for manifest in manifests[keep_images:]:
+def _owner_problem(info: os.stat_result) -> str | None:
+    owners = _trusted_owners()
+    if owners is None:
+        return None
+    if info.st_uid not in owners:
+        return f"is owned by uid {info.st_uid}, not by you (uid {owners[0]}) or root"
+    if info.st_mode & _OTHERS_WRITE:
+        return f"is writable by other users (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def _directory_problem(directory: Path, tighten: bool = False) -> str | None:
+    """Why files in `directory` could have been put there by someone else; None when they cannot.
+
+    With `tighten`, a directory of yours that others could write is made unwritable to them
+    first: sound, because every file in it is checked again on its own and bound to its record.
+    """
+    try:
+        info = os.stat(directory)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    owners = _trusted_owners()
+    if tighten and owners is not None and info.st_uid == owners[0] and info.st_mode & _OTHERS_WRITE:
         try:
-            image = str(json.loads(manifest.read_text())["sandbox_image"]).removeprefix("sha256:")[:32]
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        for path in [manifest, manifest.with_suffix(".wasm"), *directory.glob(f"{image}-*.cwasm")]:
-            path.unlink(missing_ok=True)
-    for manifest in manifests[:keep_images]:
-        try:
-            keep.add(str(json.loads(manifest.read_text())["sandbox_image"]).removeprefix("sha256:")[:32])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    for compiled in directory.glob("*.cwasm"):
-        if compiled.name.split("-", 1)[0] not in keep:
-            compiled.unlink(missing_ok=True)  # left by a build whose manifest is gone
+            os.chmod(directory, stat.S_IMODE(info.st_mode) & ~_OTHERS_WRITE)
+            info = os.stat(directory)
+        except OSError:
+            pass
+    return _owner_problem(info)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def _creation_problem(directory: Path) -> str | None:
+    """Creates `directory` (0700) if it is missing; why it cannot be, or None."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        return f"cannot be created ({exc.strerror or exc})"
+    return None
+
+
+def _explicit_dir_message(directory: Path, problem: str, untrusted: bool) -> str:
+    """What went wrong with a cache dir the user named, and what to do about it."""
+    named = "--cache-dir, WASMEXEC_CACHE_DIR or Runtime(cache_dir=...)"
+    if untrusted:
+        return (
+            f"cache directory {directory} {problem}: compiled code in it could have been planted by another "
+            f"user, so it is not used. Pass a directory only you (or root) can write ({named}), or run "
+            f"`chmod go-w {directory}` if it is yours."
+        )
+    if problem.startswith("cannot be created"):
+        return f"cache directory {directory} {problem}. Pass a directory you can write ({named})."
+    return (
+        f"cache directory {directory} {problem} and holds no complete build of this sandbox image to run "
+        f"from read-only. Pass a writable one ({named}), or fill this one with `wasmexec build --output "
+        f"{directory}` using the same wasmexec, wasmtime and tzdata versions."
+    )
+
+
+def _fallback_dir() -> Path:
+    """The default cache's stand-in in the shared temp dir, one per user."""
+    owners = _trusted_owners()
+    return Path(tempfile.gettempdir()) / f"wasmexec-cache-{owners[0] if owners else 'user'}"
+
+
+def _fallback_problem(directory: Path) -> str | None:
+    """Why the fallback dir may be someone else's: it must be a real directory of yours, closed to others."""
+    try:
+        info = os.lstat(directory)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISLNK(info.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory"
+    owners = _trusted_owners()
+    if owners is not None and info.st_uid != owners[0]:
+        return f"is owned by uid {info.st_uid}, not by you (uid {owners[0]})"
+    if owners is not None and info.st_mode & _OTHERS_WRITE:
+        return f"is writable by other users (mode {stat.S_IMODE(info.st_mode):04o}, not 0700)"
+    return None
+
+
+def _make_private_fallback(directory: Path) -> None:
+    try:
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise BuildError(f"cannot create the fallback cache directory {directory}: {exc.strerror or exc}") from exc
+    problem = _fallback_problem(directory)
+    if problem is None:
+        os.chmod(directory, 0o700)  # yours and closed to writes already; one made by an older version was 0755
+        return
+    raise BuildError(
+        f"refusing the fallback cache directory {directory}: it {problem}. Someone may have created it "
+        "to plant compiled code. Remove it, or pass --cache-dir / WASMEXEC_CACHE_DIR (a directory only "
+        "you can write)."
+    )
+
+
+def _open_trusted(path: Path) -> int | None:
+    """An fd for `path` when it is a regular file, not a symlink, that only you or root can write."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or _owner_problem(info) is not None:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _is_trusted_file(path: Path) -> bool:
+    fd = _open_trusted(path)
+    if fd is None:
+        return False
+    os.close(fd)
+    return True
+
+
+def _read_trusted(path: Path, limit: int | None = None) -> bytes | None:
+    fd = _open_trusted(path)
+    if fd is None:
+        return None
+    with os.fdopen(fd, "rb") as stream:
+        return stream.read() if limit is None else stream.read(limit + 1)
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    """A small trusted JSON object (manifest or record); None when missing, untrusted or malformed."""
+    data = _read_trusted(path, MAX_RECORD_BYTES)
+    if data is None or len(data) > MAX_RECORD_BYTES:
+        return None
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _is_sha256(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def _binding_problem(record: dict[str, Any] | None, component_sha256: str, engine_key: str) -> str | None:
+    if record is None:
+        return "it has no record (or one open to others) of what it was compiled from"
+    if record.get("component_sha256") != component_sha256:
+        return "it was compiled from another component"
+    if record.get("engine_key") != engine_key:
+        return "it was compiled for another engine configuration"
+    if not _is_sha256(record.get("sha256")) or not isinstance(record.get("size"), int):
+        return "its record is malformed"
+    return None
+
+
+def _matches_record(fd: int, record: dict[str, Any]) -> bool:
+    """Whether the open file is the one recorded: same size and mtime, else same sha256."""
+    info = os.fstat(fd)
+    if info.st_size != record["size"]:
+        return False
+    if info.st_mtime_ns == record.get("mtime_ns"):
+        return True
+    with os.fdopen(os.dup(fd), "rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest() == str(record["sha256"])
+
+
+def _fd_path(fd: int, path: Path) -> str:
+    """A path that opens exactly the file behind `fd` (Linux), else `path` itself."""
+    through_fd = f"/proc/self/fd/{fd}"
+    return through_fd if os.path.exists(through_fd) else str(path)
+
+
+# -- writing -------------------------------------------------------------------------------
+
+
+def _write_compiled(path: Path, data: bytes, build: _Build, engine_key: str) -> None:
+    """Writes a compiled artifact and, after it, its record (a reader between the two recompiles)."""
+    info = _atomic_write(path, data)
+    record = {
+        "component_sha256": build.component_sha256,
+        "engine_key": engine_key,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size": info.st_size,
+        "mtime_ns": info.st_mtime_ns,
+    }
+    _atomic_write(Path(f"{path}.json"), json.dumps(record, indent=2).encode())
+
+
+def _atomic_write(path: Path, data: bytes) -> os.stat_result:
+    """Writes `path` by renaming a complete temporary file over it; returns the file's stat."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(handle, "wb") as stream:
@@ -278,9 +527,39 @@ def _atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return os.stat(path)
 
 
-def _locked(directory: Path) -> Any:
-    from filelock import FileLock
+def _prune(directory: Path, keep_images: int) -> None:
+    """Deletes all but the newest `keep_images` builds (manifest, component, compiled forms, records)."""
+    manifests = sorted(directory.glob("guest-*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for manifest in manifests[keep_images:]:
+        image = _manifest_image(manifest)
+        if image is None:
+            continue
+        forms = [*directory.glob(f"{image}-*.cwasm"), *directory.glob(f"{image}-*.cwasm.json")]
+        for path in [manifest, manifest.with_suffix(".wasm"), *forms]:
+            path.unlink(missing_ok=True)
+    keep = {image for image in map(_manifest_image, manifests[:keep_images]) if image is not None}
+    for compiled in [*directory.glob("*.cwasm"), *directory.glob("*.cwasm.json")]:
+        if compiled.name.split("-", 1)[0] not in keep:
+            compiled.unlink(missing_ok=True)  # left by a build whose manifest is gone
 
-    return FileLock(str(directory / ".lock"), timeout=BUILD_TIMEOUT_S)
+
+def _manifest_image(manifest: Path) -> str | None:
+    try:
+        return str(json.loads(manifest.read_text())["sandbox_image"]).removeprefix("sha256:")[:32]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Holds the directory's lock file: taken only to write, so read-only dirs never get one."""
+    from filelock import FileLock, Timeout
+
+    try:
+        with FileLock(str(directory / ".lock"), timeout=LOCK_TIMEOUT_S):
+            yield
+    except Timeout as exc:
+        raise BuildError(f"another process has held {directory / '.lock'} for {LOCK_TIMEOUT_S} s") from exc

@@ -66,17 +66,20 @@ class Runtime:
     """Owns the compiled guest. Share one per process; it is thread-safe."""
 
     def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
+        """Args:
+        cache_dir: where the built and compiled component is kept. Used as given: when it must
+            be written and cannot be, that is a `BuildError`. None: the per-user cache dir,
+            which falls back to a private temp dir with a warning.
+        progress: receives one-line messages about builds and compiles.
+        """
         self.artifacts = ArtifactStore(Path(cache_dir) if cache_dir is not None else None, progress)
         self._prepared: dict[bool, Prepared] = {}
         self._lock = threading.Lock()
-        self._image: str | None = None
 
     @property
     def sandbox_image(self) -> str:
-        """sha256 of the guest component (builds it on first use)."""
-        if self._image is None:
-            self._image = self.artifacts.sandbox_image()
-        return self._image
+        """The guest image's ``sha256:`` digest of its build inputs (see `wasmexec._sandbox.assets`)."""
+        return self.artifacts.image
 
     def prepare(self, fuel: bool) -> Prepared:
         """The engine, component and linker of one limit mode; built or loaded on first use."""
@@ -95,7 +98,7 @@ class Runtime:
 
     def build(self, output: Path | None = None) -> list[Path]:
         """Builds and compiles every limit mode now; with `output`, writes a shippable artifact dir."""
-        self.sandbox_image  # noqa: B018 - builds the component
+        self.artifacts.sandbox_image()  # builds the component
         for fuel in (True, False):
             self.prepare(fuel)
         if output is None:
