@@ -312,7 +312,11 @@ def guest_of(runtime: Runtime, fuel: bool) -> Guest:
 def bare_guest(runtime: Runtime, compile_if_missing: bool) -> Guest | None:
     """The guest compiled for `make_bare_engine`, cached under benchmarks/.cache; None if not cached and not allowed."""
     engine = make_bare_engine()
-    path = CACHE_DIR / f"{runtime.sandbox_image.removeprefix('sha256:')[:32]}-{engine_key(False)}-noepoch.cwasm"
+    # Keyed by the component itself: the sandbox image names the sources, and two builds of them differ.
+    path = (
+        CACHE_DIR
+        / f"{runtime.artifacts.component_digest().removeprefix('sha256:')[:32]}-{engine_key(False)}-noepoch.cwasm"
+    )
     if path.is_file():
         component = Component.deserialize_file(engine, str(path))
     elif compile_if_missing:

@@ -46,7 +46,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 import sys
 import tempfile
 import time
@@ -58,17 +57,14 @@ from pathlib import Path
 from typing import Any
 
 from wasmexec._exceptions import BuildError
+from wasmexec._sandbox import trust
 from wasmexec._sandbox.assets import GuestSources, builder_version, componentize, guest_sources
 
 #: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
 #: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
 KEEP_IMAGES = 3
-#: A manifest or record is a few hundred bytes; anything larger is not ours.
-MAX_RECORD_BYTES = 64 * 1024
 #: Waiting longer than a build can take for another process's lock means it is stuck.
 LOCK_TIMEOUT_S = 600
-#: Mode bits that let someone other than the owner change a directory or file.
-_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 Progress = Callable[[str], None]
 
@@ -138,11 +134,11 @@ class ArtifactStore:
     def component_bytes(self) -> bytes:
         """The built component, checked against its manifest (rebuilt when damaged)."""
         build = self._build_found()
-        wasm = _read_trusted(self._component_path(build.directory))
+        wasm = trust.read_trusted(self._component_path(build.directory))
         if wasm is None or hashlib.sha256(wasm).hexdigest() != build.component_sha256:
             self.progress(f"wasmexec: rebuilding: {self._component_path(build.directory)} is missing or damaged")
             build = self._found = self._build(damaged=build)
-            wasm = _read_trusted(self._component_path(build.directory))
+            wasm = trust.read_trusted(self._component_path(build.directory))
             if wasm is None:
                 raise BuildError(f"the component just built in {build.directory} cannot be read back")
         return wasm
@@ -161,10 +157,10 @@ class ArtifactStore:
         """The existing directories artifacts may be read from, in order: those only you or root can write."""
         if os.path.lexists(self._primary) and self._primary_problem() is None:
             yield self._primary  # when it is not, writing explains why (a warning or a BuildError)
-        fallback = _fallback_dir()
+        fallback = trust.fallback_dir()
         if self.explicit or not os.path.lexists(fallback):
             return  # only the default cache dir has a stand-in
-        problem = _fallback_problem(fallback)
+        problem = trust.fallback_problem(fallback)
         if problem is None:
             yield fallback
         else:
@@ -173,14 +169,14 @@ class ArtifactStore:
     def _primary_problem(self) -> str | None:
         # Our own default dir may have been created group-writable (umask 002) by another
         # wasmexec part: tighten it. A directory the user named is theirs to fix.
-        return _directory_problem(self._primary, tighten=not self.explicit)
+        return trust.directory_problem(self._primary, tighten=not self.explicit)
 
     def _read_build(self, directory: Path) -> _Build | None:
-        manifest = _read_record(self._manifest_path(directory))
+        manifest = trust.read_record(self._manifest_path(directory))
         if manifest is None or manifest.get("sandbox_image") != self.image:
             return None
         component_sha256 = manifest.get("component_sha256")
-        if not _is_sha256(component_sha256) or not _is_trusted_file(self._component_path(directory)):
+        if not trust.is_sha256(component_sha256) or not trust.is_trusted_file(self._component_path(directory)):
             return None
         return _Build(directory, str(component_sha256))
 
@@ -215,7 +211,7 @@ class ArtifactStore:
         """The directory to write to: the cache dir, or for the default one only, the private fallback."""
         if self._write_dir is not None:
             return self._write_dir
-        problem, untrusted = _creation_problem(self._primary), False
+        problem, untrusted = trust.creation_problem(self._primary), False
         if problem is None:
             problem = self._primary_problem()
             untrusted = problem is not None
@@ -225,15 +221,15 @@ class ArtifactStore:
             self._write_dir = self._primary
             return self._primary
         if self.explicit:
-            raise BuildError(_explicit_dir_message(self._primary, problem, untrusted))
-        fallback = _fallback_dir()
+            raise BuildError(trust.explicit_dir_message(self._primary, problem, untrusted))
+        fallback = trust.fallback_dir()
         warnings.warn(
             f"wasmexec: cache directory {self._primary} {problem}; using {fallback} "
             "(set --cache-dir / WASMEXEC_CACHE_DIR, or ship a `wasmexec build --output` directory)",
             RuntimeWarning,
             stacklevel=3,
         )
-        _make_private_fallback(fallback)
+        trust.make_private_fallback(fallback)
         self.directory = self._write_dir = fallback
         return fallback
 
@@ -254,19 +250,19 @@ class ArtifactStore:
 
         if not os.path.lexists(path):
             return None
-        record = _read_record(Path(f"{path}.json"))
-        problem = _binding_problem(record, build.component_sha256, engine_key)
-        fd = _open_trusted(path) if problem is None else None
+        record = trust.read_record(Path(f"{path}.json"))
+        problem = trust.binding_problem(record, build.component_sha256, engine_key)
+        fd = trust.open_trusted(path) if problem is None else None
         if fd is None:
             problem = problem or "it is not a regular file that only you or root can write"
             self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {problem}")
             return None
         try:
-            assert record is not None  # checked by _binding_problem
-            if not _matches_record(fd, record):
+            assert record is not None  # checked by trust.binding_problem
+            if not trust.matches_record(fd, record):
                 self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: it differs from its record")
                 return None
-            return Component.deserialize_file(engine, _fd_path(fd, path))
+            return Component.deserialize_file(engine, trust.fd_path(fd, path))
         except WasmtimeError as exc:  # another machine's CPU features, or a damaged file
             self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {exc}")
             return None
@@ -297,11 +293,11 @@ class ArtifactStore:
             target.mkdir(parents=True, exist_ok=True, mode=0o755)  # shipped: others may read it
         except OSError as exc:
             raise BuildError(f"cannot create the output directory {target}: {exc.strerror or exc}") from exc
-        problem = _directory_problem(target)
+        problem = trust.directory_problem(target)
         if problem is not None:
             raise BuildError(f"will not ship artifacts in {target}: it {problem}, so wasmexec would not load them")
         build = self._build_found()
-        manifest = _read_trusted(self._manifest_path(build.directory))
+        manifest = trust.read_trusted(self._manifest_path(build.directory))
         if manifest is None:
             raise BuildError(f"the manifest in {build.directory} cannot be read")
         written = [self._manifest_path(target), self._component_path(target)]
@@ -312,190 +308,6 @@ class ArtifactStore:
             _write_compiled(path, bytes(self.load_compiled(engine, key).serialize()), build, key)
             written.append(path)
         return written
-
-
-# -- trust ---------------------------------------------------------------------------------
-
-
-def _trusted_owners() -> tuple[int, ...] | None:
-    """You and root; None where there are no POSIX owners (Windows: the per-user dirs are private)."""
-    return (os.geteuid(), 0) if hasattr(os, "geteuid") else None
-
-
-def _owner_problem(info: os.stat_result) -> str | None:
-    owners = _trusted_owners()
-    if owners is None:
-        return None
-    if info.st_uid not in owners:
-        return f"is owned by uid {info.st_uid}, not by you (uid {owners[0]}) or root"
-    if info.st_mode & _OTHERS_WRITE:
-        return f"is writable by other users (mode {stat.S_IMODE(info.st_mode):04o})"
-    return None
-
-
-def _directory_problem(directory: Path, tighten: bool = False) -> str | None:
-    """Why files in `directory` could have been put there by someone else; None when they cannot.
-
-    With `tighten`, a directory of yours that others could write is made unwritable to them
-    first: sound, because every file in it is checked again on its own and bound to its record.
-    """
-    try:
-        info = os.stat(directory)
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
-    owners = _trusted_owners()
-    if tighten and owners is not None and info.st_uid == owners[0] and info.st_mode & _OTHERS_WRITE:
-        try:
-            os.chmod(directory, stat.S_IMODE(info.st_mode) & ~_OTHERS_WRITE)
-            info = os.stat(directory)
-        except OSError:
-            pass
-    return _owner_problem(info)
-
-
-def _creation_problem(directory: Path) -> str | None:
-    """Creates `directory` (0700) if it is missing; why it cannot be, or None."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError as exc:
-        return f"cannot be created ({exc.strerror or exc})"
-    return None
-
-
-def _explicit_dir_message(directory: Path, problem: str, untrusted: bool) -> str:
-    """What went wrong with a cache dir the user named, and what to do about it."""
-    named = "--cache-dir, WASMEXEC_CACHE_DIR or Runtime(cache_dir=...)"
-    if untrusted:
-        return (
-            f"cache directory {directory} {problem}: compiled code in it could have been planted by another "
-            f"user, so it is not used. Pass a directory only you (or root) can write ({named}), or run "
-            f"`chmod go-w {directory}` if it is yours."
-        )
-    if problem.startswith("cannot be created"):
-        return f"cache directory {directory} {problem}. Pass a directory you can write ({named})."
-    return (
-        f"cache directory {directory} {problem} and holds no complete build of this sandbox image to run "
-        f"from read-only. Pass a writable one ({named}), or fill this one with `wasmexec build --output "
-        f"{directory}` using the same wasmexec, wasmtime and tzdata versions."
-    )
-
-
-def _fallback_dir() -> Path:
-    """The default cache's stand-in in the shared temp dir, one per user."""
-    owners = _trusted_owners()
-    return Path(tempfile.gettempdir()) / f"wasmexec-cache-{owners[0] if owners else 'user'}"
-
-
-def _fallback_problem(directory: Path) -> str | None:
-    """Why the fallback dir may be someone else's: it must be a real directory of yours, closed to others."""
-    try:
-        info = os.lstat(directory)
-    except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    if stat.S_ISLNK(info.st_mode):
-        return "is a symbolic link"
-    if not stat.S_ISDIR(info.st_mode):
-        return "is not a directory"
-    owners = _trusted_owners()
-    if owners is not None and info.st_uid != owners[0]:
-        return f"is owned by uid {info.st_uid}, not by you (uid {owners[0]})"
-    if owners is not None and info.st_mode & _OTHERS_WRITE:
-        return f"is writable by other users (mode {stat.S_IMODE(info.st_mode):04o}, not 0700)"
-    return None
-
-
-def _make_private_fallback(directory: Path) -> None:
-    try:
-        directory.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise BuildError(f"cannot create the fallback cache directory {directory}: {exc.strerror or exc}") from exc
-    problem = _fallback_problem(directory)
-    if problem is None:
-        os.chmod(directory, 0o700)  # yours and closed to writes already; one made by an older version was 0755
-        return
-    raise BuildError(
-        f"refusing the fallback cache directory {directory}: it {problem}. Someone may have created it "
-        "to plant compiled code. Remove it, or pass --cache-dir / WASMEXEC_CACHE_DIR (a directory only "
-        "you can write)."
-    )
-
-
-def _open_trusted(path: Path) -> int | None:
-    """An fd for `path` when it is a regular file, not a symlink, that only you or root can write."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode) or _owner_problem(info) is not None:
-        os.close(fd)
-        return None
-    return fd
-
-
-def _is_trusted_file(path: Path) -> bool:
-    fd = _open_trusted(path)
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
-
-
-def _read_trusted(path: Path, limit: int | None = None) -> bytes | None:
-    fd = _open_trusted(path)
-    if fd is None:
-        return None
-    with os.fdopen(fd, "rb") as stream:
-        return stream.read() if limit is None else stream.read(limit + 1)
-
-
-def _read_record(path: Path) -> dict[str, Any] | None:
-    """A small trusted JSON object (manifest or record); None when missing, untrusted or malformed."""
-    data = _read_trusted(path, MAX_RECORD_BYTES)
-    if data is None or len(data) > MAX_RECORD_BYTES:
-        return None
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _is_sha256(value: object) -> bool:
-    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-
-
-def _binding_problem(record: dict[str, Any] | None, component_sha256: str, engine_key: str) -> str | None:
-    if record is None:
-        return "it has no record (or one open to others) of what it was compiled from"
-    if record.get("component_sha256") != component_sha256:
-        return "it was compiled from another component"
-    if record.get("engine_key") != engine_key:
-        return "it was compiled for another engine configuration"
-    if not _is_sha256(record.get("sha256")) or not isinstance(record.get("size"), int):
-        return "its record is malformed"
-    return None
-
-
-def _matches_record(fd: int, record: dict[str, Any]) -> bool:
-    """Whether the open file is the one recorded: same size and mtime, else same sha256."""
-    info = os.fstat(fd)
-    if info.st_size != record["size"]:
-        return False
-    if info.st_mtime_ns == record.get("mtime_ns"):
-        return True
-    with os.fdopen(os.dup(fd), "rb") as stream:
-        return hashlib.file_digest(stream, "sha256").hexdigest() == str(record["sha256"])
-
-
-def _fd_path(fd: int, path: Path) -> str:
-    """A path that opens exactly the file behind `fd` (Linux), else `path` itself."""
-    through_fd = f"/proc/self/fd/{fd}"
-    return through_fd if os.path.exists(through_fd) else str(path)
 
 
 # -- writing -------------------------------------------------------------------------------
