@@ -26,8 +26,10 @@ def config(tmp_path: Path, runtime: Runtime) -> Path:
     return path
 
 
-def wasmexec(*args: str, cwd: Path | None = None, runtime: Runtime | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+def wasmexec(
+    *args: str, cwd: Path | None = None, runtime: Runtime | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **(env or {})}
     if runtime is not None:
         env["WASMEXEC_CACHE_DIR"] = str(runtime.artifacts.directory)
     return subprocess.run([sys.executable, "-m", "wasmexec", *args], capture_output=True, text=True, timeout=120,
@@ -180,3 +182,15 @@ def test_the_schema_cache_lives_where_this_test_session_says(config: Path, runti
     assert not cache.is_relative_to(Path.home())
     done = wasmexec("tools", "refresh", "--config", str(config), runtime=runtime)
     assert done.returncode == 0 and '"slow"' in cache.read_text()
+
+
+def test_tools_list_with_a_warm_schema_cache_starts_no_server(chatty: Path, runtime: Runtime, tmp_path: Path) -> None:
+    """Each start of the server leaves its banner in the server log: the second listing must leave none."""
+    log = Path(os.environ["XDG_STATE_HOME"]) / "wasmexec" / "servers.log"
+    env = {"WASMEXEC_SCHEMA_CACHE": str(tmp_path / "schemas.json")}
+    first = wasmexec("tools", "list", "--config", str(chatty), runtime=runtime, env=env)
+    assert first.returncode == 0, first.stderr
+    started = log.read_text().count(BANNER)
+    second = wasmexec("tools", "list", "--config", str(chatty), runtime=runtime, env=env)
+    assert second.returncode == 0 and second.stdout == first.stdout
+    assert log.read_text().count(BANNER) == started
