@@ -1,13 +1,32 @@
-"""Shared fixtures: one real runtime (real component, real wasmtime) for the whole session."""
+"""Shared fixtures: one real runtime (real component, real wasmtime) for the whole session.
+
+The suite never writes to the user's own state: the audit log and the servers' stderr
+log (under XDG_STATE_HOME) and the tool schema cache (WASMEXEC_SCHEMA_CACHE) go to
+per-session temporary directories, for this process and every subprocess it starts.
+The compiled component stays in the shared cache: rebuilding it per session would
+cost minutes.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._cli.options import SCHEMA_CACHE_ENV
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_user_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Points the audit log, the server log and the schema cache at this session's temporary directory."""
+    home = tmp_path_factory.mktemp("user")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(home / "state"))
+        patch.setenv(SCHEMA_CACHE_ENV, str(home / "cache" / "tool-schemas.json"))
+        yield home
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ client would. Its exit codes: 0 ok, 1 usage, 4 unreachable, 5 tool error / isErr
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from typing import Any
@@ -22,8 +23,11 @@ ERAS = ["legacy", "auto", "modern"]
 
 
 def _inspector(env: dict[str, str], cache_dir: str, *args: str) -> subprocess.CompletedProcess[str]:
-    # The inspector hands the server only a minimal environment plus what -e names.
-    command = [str(INSPECTOR), "--cli", "-e", f"WASMEXEC_CACHE_DIR={cache_dir}",
+    # The inspector hands the server only a minimal environment plus what -e names: the cache, and this
+    # session's private state and schema cache (tests/conftest.py).
+    private = [f"{key}={value}" for key, value in os.environ.items() if key.startswith(("XDG_", "WASMEXEC_"))]
+    passed = [flag for pair in zip(["-e"] * len(private), private, strict=True) for flag in pair]
+    command = [str(INSPECTOR), "--cli", *passed, "-e", f"WASMEXEC_CACHE_DIR={cache_dir}",
                sys.executable, "-m", "wasmexec", "serve", "--no-audit", *args]  # fmt: skip
     try:
         return subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,

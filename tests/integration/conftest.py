@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,13 @@ from wasmexec._tools.config import parse_config
 SERVERS = Path(__file__).resolve().parent.parent / "servers"
 NODE_BIN = SERVERS / "node" / "node_modules" / ".bin"
 SECRET = "s3cr3t-token-value-42"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment to hand a `wasmexec` child that an MCP client starts with a minimal environment:
+    PATH and this session's WASMEXEC_* and XDG_* settings (so it, too, keeps out of the user's state)."""
+    inherited = {key: value for key, value in os.environ.items() if key.startswith(("WASMEXEC_", "XDG_"))}
+    return {**inherited, "PATH": os.environ["PATH"], **extra}
 
 
 def _python(script: str, **extra: object) -> dict[str, object]:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from wasmexec import Runtime, validate_run_result
+from wasmexec._limits import MAX_MEMORY_MB
 
 
 def wasmexec(*args: str, stdin: str = "", cache_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -87,7 +90,7 @@ def test_limit_options_apply(cached: Path) -> None:
     [
         (["run", "--timeout-ms", "abc", "-c", "1"], "expected an integer, got 'abc'"),
         (["run", "--timeout-ms", "0", "-c", "1"], "must be at least 1"),
-        (["run", "--memory-mb", "999999", "-c", "1"], "memory_mb must be between"),
+        (["run", "--memory-mb", "999999", "-c", "1"], "must be at most 4095"),
         (["run"], "one of the arguments"),
         (["run", "-c", "1", "file.py"], "not allowed with"),
         (["run", "/no/such/file.py"], "cannot read /no/such/file.py"),
@@ -113,3 +116,57 @@ def test_schema_prints_the_run_result_json_schema() -> None:
     done = wasmexec("schema")
     assert done.returncode == 0
     assert "run_id" in json.loads(done.stdout)["required"]
+
+
+def test_a_port_out_of_range_is_a_one_line_usage_error_of_serve() -> None:
+    done = wasmexec("serve", "--http", "--port", "99999", "--no-audit")
+    assert done.returncode == 2
+    assert done.stderr.startswith("usage: wasmexec serve")
+    assert done.stderr.splitlines()[-1] == "wasmexec serve: error: argument --port: must be at most 65535, got 99999"
+    assert "Traceback" not in done.stderr
+
+
+def test_a_busy_port_is_a_one_line_error_with_its_own_exit_code_and_no_serving_message(cached: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = wasmexec("serve", "--http", "--port", str(port), "--no-audit", cache_dir=cached)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.splitlines() == [f"wasmexec: error: cannot listen on 127.0.0.1:{port}: address already in use"]
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (["run", "/no/such/file.py"], "usage: wasmexec run"),
+        (["run", "--memory-mb", "5000", "-c", "1"], "usage: wasmexec run"),
+        (["serve", "--timeout-ms", "0"], "usage: wasmexec serve"),
+        (["tools", "search", "x", "--limit", "0"], "usage: wasmexec tools search"),
+    ],
+)
+def test_a_usage_error_in_a_command_prints_that_commands_usage(cached: Path, args: list[str], usage: str) -> None:
+    done = wasmexec(*args, cache_dir=cached)
+    assert done.returncode == 2
+    assert done.stderr.startswith(usage), done.stderr
+
+
+def test_audit_log_and_no_audit_cannot_be_given_together(tmp_path: Path) -> None:
+    done = wasmexec("run", "--audit-log", str(tmp_path / "a.jsonl"), "--no-audit", "-c", "1")
+    assert done.returncode == 2 and "not allowed with argument" in done.stderr
+
+
+def test_limits_above_their_maxima_are_refused_by_the_command_line(cached: Path) -> None:
+    done = wasmexec("run", "--memory-mb", str(MAX_MEMORY_MB + 1), "-c", "1", cache_dir=cached)
+    assert done.returncode == 2 and f"must be at most {MAX_MEMORY_MB}" in done.stderr
+
+
+def test_run_writes_its_audit_line_to_the_state_dir_of_this_test_session(cached: Path) -> None:
+    """The suite never writes the user's real audit log: tests/conftest.py points XDG_STATE_HOME elsewhere."""
+    state = Path(os.environ["XDG_STATE_HOME"])
+    assert state.is_relative_to(Path(tempfile.gettempdir())) and not state.is_relative_to(Path.home())
+    audit = state / "wasmexec" / "audit.jsonl"
+    before = audit.read_text().count("\n") if audit.exists() else 0
+    done = wasmexec("run", "-c", "result = 'audited'", cache_dir=cached)
+    assert done.returncode == 0
+    assert audit.read_text().count("\n") == before + 1

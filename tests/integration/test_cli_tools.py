@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -25,8 +26,10 @@ def config(tmp_path: Path, runtime: Runtime) -> Path:
     return path
 
 
-def wasmexec(*args: str, cwd: Path | None = None, runtime: Runtime | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
+def wasmexec(
+    *args: str, cwd: Path | None = None, runtime: Runtime | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **(env or {})}
     if runtime is not None:
         env["WASMEXEC_CACHE_DIR"] = str(runtime.artifacts.directory)
     return subprocess.run([sys.executable, "-m", "wasmexec", *args], capture_output=True, text=True, timeout=120,
@@ -139,3 +142,55 @@ def test_run_approve_lets_a_destructive_call_through_and_audits_it(config: Path,
     assert result["result"]["ok"] and result["approval_state"] == "NOT_REQUIRED"
     kinds = [json.loads(line)["kind"] for line in audit.read_text().splitlines()]
     assert kinds.count("run") == 2 and "tool_call" in kinds
+
+
+BANNER = "banner-from-a-chatty-server"
+
+
+@pytest.fixture
+def chatty(tmp_path: Path) -> Path:
+    """A server that writes a banner to stderr when it starts, as many stdio servers do."""
+    path = tmp_path / "chatty.json"
+    script = f"echo {BANNER} >&2; exec {shlex.quote(sys.executable)} {shlex.quote(str(SERVERS / 'slow.py'))}"
+    path.write_text(json.dumps({"mcpServers": {"slow": {"command": "sh", "args": ["-c", script]}}}))
+    return path
+
+
+def test_server_stderr_goes_to_the_server_log_not_the_terminal(chatty: Path, runtime: Runtime) -> None:
+    log = Path(os.environ["XDG_STATE_HOME"]) / "wasmexec" / "servers.log"
+    before = log.read_text().count(BANNER) if log.exists() else 0
+    code = "import servers.slow as s\nawait s.sleep_for(seconds=0)"
+    done = wasmexec("run", "--config", str(chatty), "--no-audit", "-c", code, runtime=runtime)
+    assert done.returncode == 0, done.stderr
+    assert BANNER not in done.stderr
+    done = wasmexec("tools", "refresh", "--config", str(chatty), runtime=runtime)
+    assert done.returncode == 0 and BANNER not in done.stderr
+    assert log.read_text().count(BANNER) == before + 2
+
+
+def test_server_stderr_reaches_the_terminal_when_asked_for(chatty: Path, runtime: Runtime) -> None:
+    code = "import servers.slow as s\nawait s.sleep_for(seconds=0)"
+    done = wasmexec("run", "--config", str(chatty), "--no-audit", "--server-stderr", "-c", code, runtime=runtime)
+    assert done.returncode == 0 and BANNER in done.stderr
+    done = wasmexec("tools", "refresh", "--server-stderr", "--config", str(chatty), runtime=runtime)
+    assert done.returncode == 0 and BANNER in done.stderr
+
+
+def test_the_schema_cache_lives_where_this_test_session_says(config: Path, runtime: Runtime) -> None:
+    """Not beside the compiled artifacts (a shipped, read-only directory) and not in the user's real cache."""
+    cache = Path(os.environ["WASMEXEC_SCHEMA_CACHE"])
+    assert not cache.is_relative_to(Path.home())
+    done = wasmexec("tools", "refresh", "--config", str(config), runtime=runtime)
+    assert done.returncode == 0 and '"slow"' in cache.read_text()
+
+
+def test_tools_list_with_a_warm_schema_cache_starts_no_server(chatty: Path, runtime: Runtime, tmp_path: Path) -> None:
+    """Each start of the server leaves its banner in the server log: the second listing must leave none."""
+    log = Path(os.environ["XDG_STATE_HOME"]) / "wasmexec" / "servers.log"
+    env = {"WASMEXEC_SCHEMA_CACHE": str(tmp_path / "schemas.json")}
+    first = wasmexec("tools", "list", "--config", str(chatty), runtime=runtime, env=env)
+    assert first.returncode == 0, first.stderr
+    started = log.read_text().count(BANNER)
+    second = wasmexec("tools", "list", "--config", str(chatty), runtime=runtime, env=env)
+    assert second.returncode == 0 and second.stdout == first.stdout
+    assert log.read_text().count(BANNER) == started

@@ -17,9 +17,9 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import ElicitResult
 
 from tests.helpers import data_of, error_of, free_port, listening
-from tests.integration.conftest import NODE_BIN, SECRET, SERVERS
-from wasmexec import Runtime, validate_run_result
-from wasmexec._server.description import DESCRIPTION
+from tests.integration.conftest import NODE_BIN, SECRET, SERVERS, child_env
+from wasmexec import Limits, Runtime, validate_run_result
+from wasmexec._server.description import description
 
 MODES = ["legacy", "auto"]
 
@@ -45,7 +45,7 @@ def _params(setup: dict[str, Path]) -> StdioServerParameters:
         command=sys.executable,
         args=["-m", "wasmexec", "serve", "--config", str(setup["config"]), "--policy", str(setup["policy"]),
               "--audit-log", str(setup["audit"]), "--timeout-ms", "20000"],
-        env={"WASMEXEC_CACHE_DIR": str(setup["cache"]), "PATH": os.environ["PATH"]},
+        env=child_env(WASMEXEC_CACHE_DIR=str(setup["cache"])),
     )  # fmt: skip
 
 
@@ -73,7 +73,8 @@ def test_the_server_lists_one_tool_with_its_contract(setup: dict[str, Path], mod
         return (await client.list_tools()).tools
 
     (tool,) = _run(setup, mode, body)
-    assert tool.name == "run_python" and tool.description == DESCRIPTION
+    assert tool.name == "run_python" and tool.description == description(Limits(timeout_ms=20_000))
+    assert "20 s wall clock" in tool.description and tool.input_schema["properties"]["timeout_ms"]["maximum"] == 20_000
     assert tool.input_schema["required"] == ["code"] and tool.input_schema["additionalProperties"] is False
     assert "run_id" in tool.output_schema["required"]
 

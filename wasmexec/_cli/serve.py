@@ -1,4 +1,8 @@
-"""`wasmexec serve`: wires the runtime, broker, policy and audit log into the MCP server."""
+"""`wasmexec serve`: wires the runtime, broker, policy and audit log into the MCP server.
+
+Over HTTP the socket is bound before anything says "serving": a port that is taken
+(or not allowed, or a host that does not resolve) is a one-line error and exit 4.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,54 @@ import argparse
 import os
 import signal
 import sys
-from typing import Any
+from contextlib import ExitStack
+from types import FrameType
+from typing import TYPE_CHECKING, Any
 
-import anyio
+from wasmexec._cli.options import (
+    ENVIRONMENT_HELP,
+    EXIT_LISTEN,
+    EXIT_OK,
+    add_run_options,
+    int_option,
+    limits_from_args,
+    load_policy_options,
+    load_servers,
+    open_audit,
+    opened_broker,
+    runtime_from_args,
+)
+
+if TYPE_CHECKING:
+    import socket
+
+    from wasmexec._server.server import RunPythonServer
+
+#: The loopback address: serving beyond this machine is a deliberate choice (--host).
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+MAX_PORT = 65535
+#: Pending connections the kernel queues while the server starts (uvicorn's default).
+LISTEN_BACKLOG = 2048
+
+
+def add_serve_parser(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve the run_python tool over MCP (stdio, or streamable HTTP with --http)",
+        description="An MCP server with one tool, run_python, that reaches the configured servers through code. "
+        "The limits below are ceilings: a run_python call may lower them, never raise them.",
+        epilog=ENVIRONMENT_HELP,
+    )
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default=DEFAULT_HOST, metavar="HOST", help=f"HTTP address (default {DEFAULT_HOST})")
+    serve.add_argument("--port", type=int_option(1, MAX_PORT), default=DEFAULT_PORT, metavar="PORT",
+                       help=f"HTTP port (default {DEFAULT_PORT}; 1 to {MAX_PORT})")  # fmt: skip
+    add_run_options(serve, ceilings=True)
+    serve.set_defaults(handler=command_serve, parser=serve)
 
 
 def command_serve(args: argparse.Namespace) -> int:
-    from wasmexec._cli.main import (
-        limits_from_args,
-        load_policy_options,
-        load_servers,
-        open_audit,
-        open_broker,
-        runtime_from_args,
-    )
     from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import Sandbox
     from wasmexec._server.server import RunPythonServer, ServeOptions
@@ -31,34 +69,38 @@ def command_serve(args: argparse.Namespace) -> int:
         load_policy_options(args),
         open_audit(args),
     )
+    listener = _listen(args.host, args.port) if args.http else None
+    if args.http and listener is None:
+        return EXIT_LISTEN
     runtime = runtime_from_args(args)
     runtime.prepare(limits.fuel is not None)  # build or load now: the first call should not wait for it
-    broker = open_broker(args, config, policy, audit) if config is not None and config.servers else None
     try:
-        if broker is not None:
-            broker.open()
-        sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
-                          redactor=broker.redactor if broker is not None else Redactor(), audit=audit)  # fmt: skip
-        server = RunPythonServer(sandbox, ServeOptions(limits=limits), broker)
-        if args.http:
-            _serve_http(server, args.host, args.port)
-        else:
-            _interrupt_on_sigterm()
-            anyio.run(_serve_stdio, server)
-    finally:
-        if broker is not None:
-            broker.close()  # stops the servers it started
+        with ExitStack() as stack:
+            broker = (
+                stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
+            )
+            sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
+                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit)  # fmt: skip
+            server = RunPythonServer(sandbox, ServeOptions(limits=limits), broker)
+            if listener is not None:
+                _serve_http(server, listener, args.host, args.port)
+            else:
+                import anyio
+
+                _interrupt_on_sigterm()
+                anyio.run(_serve_stdio, server)
+    finally:  # the broker has stopped the servers it started
         if _terminated:
             # Idle anyio worker threads of the interrupted loop would keep the interpreter alive.
             sys.stderr.flush()
             os._exit(128 + signal.SIGTERM)
-    return 0
+    return EXIT_OK
 
 
 _terminated = False
 
 
-async def _serve_stdio(server: Any) -> None:
+async def _serve_stdio(server: RunPythonServer) -> None:
     from mcp import stdio_server
 
     lowlevel = server.lowlevel()
@@ -69,7 +111,7 @@ async def _serve_stdio(server: Any) -> None:
 def _interrupt_on_sigterm() -> None:
     """SIGTERM stops the server like Ctrl-C: the stdin reader is a thread no cancellation reaches."""
 
-    def interrupt(signum: int, frame: Any) -> None:
+    def interrupt(signum: int, frame: FrameType | None) -> None:
         global _terminated
         _terminated = True
         print("wasmexec: stopping (SIGTERM)", file=sys.stderr)
@@ -78,8 +120,37 @@ def _interrupt_on_sigterm() -> None:
     signal.signal(signal.SIGTERM, interrupt)
 
 
-def _serve_http(server: Any, host: str, port: int) -> None:
+def _listen(host: str, port: int) -> socket.socket | None:
+    """A listening socket on host:port, or None after a one-line error on stderr."""
+    try:
+        return _bound(host, port)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        print(f"wasmexec: error: cannot listen on {host}:{port}: {reason[:1].lower()}{reason[1:]}", file=sys.stderr)
+        return None
+
+
+def _bound(host: str, port: int) -> socket.socket:
+    import socket
+
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
+        0
+    ]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart need not wait for TIME_WAIT
+        listener.bind(address)
+        listener.listen(LISTEN_BACKLOG)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def _serve_http(server: RunPythonServer, listener: socket.socket, host: str, port: int) -> None:
     import uvicorn
 
-    print(f"wasmexec: serving run_python at http://{host}:{port}/mcp", file=sys.stderr)
-    uvicorn.run(server.lowlevel().streamable_http_app(), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(server.lowlevel().streamable_http_app(), log_level="warning")
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
+    print(f"wasmexec: serving run_python at http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+    uvicorn.Server(config).run(sockets=[listener])

@@ -7,6 +7,7 @@
     wasmexec tools refresh [SERVER]     re-list now, replacing the cached schemas
 
 Exit codes: 0 fine, 1 a server or tool could not be found or reached, 2 usage error.
+The servers' stderr goes to the server log unless --server-stderr asks for it here.
 """
 
 from __future__ import annotations
@@ -15,57 +16,76 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-EXIT_OK, EXIT_FAILED = 0, 1
-_TIMEOUT_S = 60.0
+from wasmexec._cli.options import (
+    EXIT_CODE_FAILED,
+    EXIT_OK,
+    TOOLS_ENVIRONMENT_HELP,
+    UsageError,
+    add_config_option,
+    add_server_stderr_option,
+    int_option,
+    load_servers,
+    opened_broker,
+)
+
+if TYPE_CHECKING:
+    from wasmexec._tools.broker import Broker
+    from wasmexec._tools.catalog import Catalog
+
+#: How long listing the servers may take: a cold start of several npm servers takes seconds.
+LIST_TIMEOUT_S = 60.0
 
 
-def add_tools_parser(
-    commands: Any, add_config: Callable[[argparse.ArgumentParser], None], add_cache: Callable[..., None]
-) -> None:
-    tools = commands.add_parser("tools", help="list, search and show the tools of the configured MCP servers")
+def add_tools_parser(commands: Any) -> None:
+    tools = commands.add_parser("tools", help="list, search and show the tools of the configured MCP servers",
+                                description="Look at the tools of the configured MCP servers.")  # fmt: skip
     verbs = tools.add_subparsers(dest="verb", required=True, metavar="VERB")
     listing = verbs.add_parser("list", help="tools of every server, or of one")
-    listing.add_argument("server", nargs="?")
+    listing.add_argument("server", nargs="?", metavar="SERVER", help="only this server")
     search = verbs.add_parser("search", help="search tools by name and description")
-    search.add_argument("query")
-    search.add_argument("--server")
-    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("query", metavar="QUERY", help="words to look for")
+    search.add_argument("--server", metavar="SERVER", help="only tools of this server")
+    search.add_argument("--limit", type=int_option(1), metavar="N",
+                        help="results to show (default: as many as discovery.search_tools shows)")  # fmt: skip
     show = verbs.add_parser("show", help="one tool: signature, docstring, schemas")
-    show.add_argument("server")
-    show.add_argument("tool")
+    show.add_argument("server", metavar="SERVER", help="the server id")
+    show.add_argument("tool", metavar="TOOL", help="the tool's protocol or Python name")
     stubs = verbs.add_parser("stubs", help="print a Python stub module for a server")
-    stubs.add_argument("server")
+    stubs.add_argument("server", metavar="SERVER", help="the server id")
     refresh = verbs.add_parser("refresh", help="re-list servers now (replaces cached schemas)")
-    refresh.add_argument("server", nargs="?")
-    for parser in (listing, search, show, stubs, refresh):
-        add_config(parser)
-        add_cache(parser)
+    refresh.add_argument("server", nargs="?", metavar="SERVER", help="only this server")
+    for verb, parser in (("list", listing), ("search", search), ("show", show), ("stubs", stubs),
+                         ("refresh", refresh)):  # fmt: skip
         if parser is not stubs:
             parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+        add_config_option(parser)
+        add_server_stderr_option(parser)
+        parser.epilog = TOOLS_ENVIRONMENT_HELP
+        parser.set_defaults(handler=command_tools, parser=parser, run_verb=_VERBS[verb])
 
 
 def command_tools(args: argparse.Namespace) -> int:
-    from wasmexec._cli.main import UsageError, load_servers, open_broker
     from wasmexec._toolhost import HostCallError
 
     config = load_servers(args)
     if config is None or not config.servers:
         raise UsageError("no MCP servers are configured: pass --config PATH (an mcpServers JSON file)")
-    with open_broker(args, config) as broker:
+    with opened_broker(args, config) as broker:
         try:
-            return _VERBS[args.verb](broker, args)
+            code: int = args.run_verb(broker, args)
+            return code
         except HostCallError as exc:
             print(f"wasmexec: {exc.message}", file=sys.stderr)
-            return EXIT_FAILED
+            return EXIT_CODE_FAILED
 
 
 def _first_line(text: str | None) -> str:
     return (text or "").strip().split("\n", 1)[0][:80]
 
 
-def _catalog(broker: Any) -> Any:
+def _catalog(broker: Broker) -> Catalog:
     return broker.catalog_for(None)
 
 
@@ -73,11 +93,11 @@ def _print(args: argparse.Namespace, value: Any, text: Callable[[], str]) -> Non
     print(json.dumps(value, indent=2, ensure_ascii=False) if args.json else text())
 
 
-def _list(broker: Any, args: argparse.Namespace) -> int:
+def _list(broker: Broker, args: argparse.Namespace) -> int:
     catalog = _catalog(broker)
     server_ids = [catalog.server_id(args.server)] if args.server else list(catalog.servers)
     warnings: list[str] = []
-    listings = broker.fetch_listings(server_ids, _TIMEOUT_S, warnings)
+    listings = broker.fetch_listings(server_ids, LIST_TIMEOUT_S, warnings)
     catalog.prefetch(list(listings))
     value = {sid: [catalog.tool_view(e, "description") for e in catalog.tools(sid).values()] for sid in listings}
 
@@ -91,11 +111,13 @@ def _list(broker: Any, args: argparse.Namespace) -> int:
     _print(args, value, text)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return EXIT_FAILED if warnings else EXIT_OK
+    return EXIT_CODE_FAILED if warnings else EXIT_OK
 
 
-def _search(broker: Any, args: argparse.Namespace) -> int:
-    found = _catalog(broker).search(args.query, "description", args.server, max(1, args.limit))
+def _search(broker: Broker, args: argparse.Namespace) -> int:
+    from wasmexec._tools.broker import DEFAULT_SEARCH_LIMIT
+
+    found = _catalog(broker).search(args.query, "description", args.server, args.limit or DEFAULT_SEARCH_LIMIT)
 
     def text() -> str:
         return "\n".join(
@@ -106,7 +128,7 @@ def _search(broker: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _show(broker: Any, args: argparse.Namespace) -> int:
+def _show(broker: Broker, args: argparse.Namespace) -> int:
     from wasmexec._tools import stubs as _stubs
 
     catalog = _catalog(broker)
@@ -122,7 +144,7 @@ def _show(broker: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _stubs_command(broker: Any, args: argparse.Namespace) -> int:
+def _stubs_command(broker: Broker, args: argparse.Namespace) -> int:
     from wasmexec._tools import stubs as _stubs
 
     catalog = _catalog(broker)
@@ -132,14 +154,14 @@ def _stubs_command(broker: Any, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _refresh(broker: Any, args: argparse.Namespace) -> int:
+def _refresh(broker: Broker, args: argparse.Namespace) -> int:
     catalog = _catalog(broker)
     server_ids = [catalog.server_id(args.server)] if args.server else list(catalog.servers)
     outcome = broker.refresh(server_ids)
     _print(args, outcome, lambda: "\n".join(f"{sid}: {status}" for sid, status in outcome.items()))
-    return EXIT_OK if all(status == "ok" for status in outcome.values()) else EXIT_FAILED
+    return EXIT_OK if all(status == "ok" for status in outcome.values()) else EXIT_CODE_FAILED
 
 
-_VERBS: dict[str, Callable[[Any, argparse.Namespace], int]] = {
+_VERBS: dict[str, Callable[[Broker, argparse.Namespace], int]] = {
     "list": _list, "search": _search, "show": _show, "stubs": _stubs_command, "refresh": _refresh,
 }  # fmt: skip

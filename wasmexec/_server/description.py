@@ -8,12 +8,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from wasmexec._limits import DEFAULT_MAX_TOOL_CALLS, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_MS
+from wasmexec._limits import Limits
 
-#: Code larger than this is refused before it reaches a sandbox.
-MAX_CODE_BYTES = 1024 * 1024
+#: Code longer than this (in characters) is refused before it reaches a sandbox: agents send
+#: scripts, not data (data comes from tools), and a bigger payload only costs the host.
+MAX_CODE_CHARS = 1024 * 1024
+#: A run names a handful of servers; more is a mistake, and each costs a connection.
+MAX_SERVERS = 100
+#: Server ids are names from the operator's config.
+MAX_SERVER_ID_CHARS = 256
+#: A request for less is surely a mistake: the interpreter needs about 20 MiB to start
+#: (measured: `result = 1` fails at 16 MiB and runs at 24 MiB).
+MIN_MEMORY_MB = 16
+#: Tool descriptions are read by models: sizes in the units people use.
+_KIB, _MIB = 1024, 1024 * 1024
 
-DESCRIPTION = f"""\
+
+def description(ceilings: Limits) -> str:
+    """The tool description: the runtime contract, with this server's limits (also the most a call may ask for)."""
+    return _DESCRIPTION.format(
+        timeout=f"{ceilings.timeout_ms / 1000:g} s",
+        memory=f"{ceilings.memory_mb} MiB",
+        tool_calls=ceilings.max_tool_calls,
+        stdout=_size(ceilings.max_stdout_bytes),
+        result=_size(ceilings.max_result_bytes),
+    )
+
+
+def _size(count: int) -> str:
+    for unit, size in (("MiB", _MIB), ("KiB", _KIB)):
+        if count >= size and count % size == 0:
+            return f"{count // size} {unit}"
+    return f"{count} bytes"
+
+
+_DESCRIPTION = """\
 Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. No network, files or \
 processes; only the standard library (json, re, datetime, zoneinfo, collections, itertools, math, \
 statistics, decimal, csv, textwrap, difflib, hashlib, base64, gzip, asyncio, …). socket, \
@@ -39,25 +68,32 @@ ToolCallError (the tool failed), ApprovalDeniedError (the user or policy refused
 SandboxLimitError. A failing script still returns a result: read result.error and diagnostics \
 (code, message, hint, line).
 
-Limits (defaults): {DEFAULT_TIMEOUT_MS // 1000} s wall clock, {DEFAULT_MEMORY_MB} MiB memory, \
-{DEFAULT_MAX_TOOL_CALLS} tool calls, 64 KiB of stdout, 4 MiB result. Keep results small: filter and \
-aggregate inside the sandbox instead of returning raw data."""
+Limits (also the most a call may ask for with timeout_ms, memory_mb and max_tool_calls): {timeout} \
+wall clock, {memory} memory, {tool_calls} tool calls, {stdout} of stdout, {result} result. Keep results small: \
+filter and aggregate inside the sandbox instead of returning raw data."""
+
+#: The description with the default limits (what `wasmexec serve` without limit options lists).
+DESCRIPTION = description(Limits())
 
 
-def input_schema(max_timeout_ms: int) -> dict[str, Any]:
-    """The arguments of `run_python`."""
+def input_schema(ceilings: Limits) -> dict[str, Any]:
+    """The arguments of `run_python`, and their validator: each limit's maximum and default is the operator's."""
+
+    def limit(ceiling: int, minimum: int, what: str) -> dict[str, Any]:
+        meaning = f"{what} (default and maximum {ceiling}: this server's limit; a call may only lower it)."
+        return {"type": "integer", "minimum": min(minimum, ceiling), "maximum": ceiling, "default": ceiling,
+                "description": meaning}  # fmt: skip
+
     return {
         "type": "object",
         "properties": {
             "code": {"type": "string", "description": "Python source to run (a module; top-level await allowed).",
-                     "maxLength": MAX_CODE_BYTES},
-            "timeout_ms": {"type": "integer", "minimum": 1, "maximum": max_timeout_ms,
-                           "description": f"Wall-clock limit (default {DEFAULT_TIMEOUT_MS})."},
-            "memory_mb": {"type": "integer", "minimum": 16, "maximum": 4095,
-                          "description": f"Memory limit in MiB (default {DEFAULT_MEMORY_MB})."},
-            "max_tool_calls": {"type": "integer", "minimum": 0, "maximum": 10_000,
-                               "description": f"Tool calls allowed (default {DEFAULT_MAX_TOOL_CALLS})."},
-            "servers": {"type": "array", "items": {"type": "string"}, "maxItems": 100,
+                     "maxLength": MAX_CODE_CHARS},
+            "timeout_ms": limit(ceilings.timeout_ms, 1, "Wall-clock limit in ms"),
+            "memory_mb": limit(ceilings.memory_mb, MIN_MEMORY_MB, "Memory limit in MiB"),
+            "max_tool_calls": limit(ceilings.max_tool_calls, 0, "Tool calls allowed"),
+            "servers": {"type": "array", "items": {"type": "string", "maxLength": MAX_SERVER_ID_CHARS},
+                        "maxItems": MAX_SERVERS,
                         "description": "Server ids the code will use: connected before it starts."},
         },
         "required": ["code"],

@@ -14,13 +14,30 @@ import queue
 import secrets
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
 PAUSE_GRACE_S = 60.0
+
+
+@dataclass(frozen=True)
+class Approval:
+    """The run waits for the user to approve a call (the broker's approval request)."""
+
+    request: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Done:
+    """The run ended: its result, or the exception that kept the sandbox from running it."""
+
+    result: RunResult | BaseException
 
 
 class ServerRun:
@@ -40,9 +57,9 @@ class ServerRun:
         self.warnings = warnings
         self.control = RunControl()
         self.expires = time.monotonic() + limits.timeout_ms / 1000 + PAUSE_GRACE_S
-        self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
+        self._events: queue.Queue[Approval | Done] = queue.Queue()
         self._answers: queue.Queue[bool] = queue.Queue()
-        self._reporter: Any = None
+        self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
         self._thread = threading.Thread(target=self._work, args=(sandbox, code, limits), daemon=True,
                                         name="wasmexec-run")  # fmt: skip
@@ -53,16 +70,16 @@ class ServerRun:
 
     def _work(self, sandbox: Sandbox, code: str, limits: Limits) -> None:
         approver = self._approve if self._can_ask else None  # None: such calls are denied with a hint
+        result: RunResult | BaseException
         try:
-            result: Any = sandbox.run_sync(code, limits, approver=approver, progress=self._progress,
-                                           control=self.control)  # fmt: skip
-        except Exception as exc:  # reported to the request, never lost in a thread
+            result = sandbox.run_sync(code, limits, approver=approver, progress=self._progress, control=self.control)
+        except BaseException as exc:  # reported to the request, never lost in a thread
             result = exc
-        self._events.put(("done", result))
+        self._events.put(Done(result))
 
     def _approve(self, request: dict[str, Any]) -> bool:
         """Called on the broker's thread: hands the question to the driving request, waits for the answer."""
-        self._events.put(("approval", request))
+        self._events.put(Approval(request))
         try:
             return self._answers.get(timeout=max(0.0, self._deadline - time.monotonic()))
         except queue.Empty:
@@ -76,8 +93,8 @@ class ServerRun:
             except Exception:
                 pass
 
-    def drive(self, reporter: Any) -> tuple[str, Any]:
-        """Blocks until the next event: ("approval", request) or ("done", result or exception)."""
+    def drive(self, reporter: Callable[[str], None]) -> Approval | Done:
+        """Blocks until the next event: a call to approve, or the end of the run."""
         self._reporter = reporter
         try:
             return self._events.get()

@@ -6,28 +6,60 @@ protocol errors. The run result is the tool's structuredContent, and a compact
 rendering of it the text content. Calls that need approval are asked of the user
 through MCP elicitation by the client that sent `run_python`; cancelling the request
 stops the run and its downstream calls; progress is reported when asked for.
+
+The operator's limits are ceilings: the tool's input schema states them as each
+limit's default and maximum, and the arguments are checked against that schema (the
+one definition of what a call may send), so a call can lower a limit, never raise it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.to_thread
+from mcp import MCPError
+from mcp.server import Server, ServerRequestContext
+from mcp.types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ClientCapabilities,
+    ElicitationCapability,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
 
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
-from wasmexec._limits import MAX_TIMEOUT_MS, Limits
+from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import Sandbox
-from wasmexec._server.description import DESCRIPTION, MAX_CODE_BYTES, input_schema
-from wasmexec._server.runs import PausedRuns, ServerRun
+from wasmexec._server.description import description, input_schema
+from wasmexec._server.runs import Approval, Done, PausedRuns, ServerRun
+from wasmexec._toolhost import internal_error
+from wasmexec._tools.broker import Broker
+from wasmexec._tools.validation import schema_errors
 from wasmexec._version import __version__
 
 #: The text content is for a model's context: long data and logs are cut (structuredContent is whole).
 MAX_TEXT_DATA = 8_000
 MAX_TEXT_LOGS = 2_000
-_ARGUMENTS = {"code", "timeout_ms", "memory_mb", "max_tool_calls", "servers"}
+#: How long connecting the servers a call names may take before the run starts without them.
+CONNECT_TIMEOUT_S = 30.0
+#: The arguments that are limits, by name: a call may lower each, up to the operator's value.
+LIMIT_ARGUMENTS = ("timeout_ms", "memory_mb", "max_tool_calls")
+
+Context = ServerRequestContext[Any, Any]
 
 
 @dataclass(frozen=True)
@@ -35,9 +67,7 @@ class ServeOptions:
     """How `wasmexec serve` runs code."""
 
     limits: Limits = field(default_factory=Limits)
-    """Default limits; a call may lower or raise them up to `max_timeout_ms`."""
-    max_timeout_ms: int = 5 * 60 * 1000
-    """The largest `timeout_ms` a call may ask for."""
+    """The operator's limits: the default of every call, and the most a call may ask for."""
 
 
 def render_text(result: RunResult) -> str:
@@ -64,51 +94,45 @@ def render_text(result: RunResult) -> str:
 class RunPythonServer:
     """The MCP server. Owns nothing but borrows a Sandbox (and through it, the broker)."""
 
-    def __init__(self, sandbox: Sandbox, options: ServeOptions | None = None, broker: Any = None) -> None:
+    def __init__(self, sandbox: Sandbox, options: ServeOptions | None = None, broker: Broker | None = None) -> None:
         self.sandbox = sandbox
         self.options = options or ServeOptions()
         self.broker = broker
-        self.tool = self._tool()
+        self.input_schema = input_schema(self.options.limits)
+        self.tool = Tool(
+            name=TOOL_NAME,
+            description=description(self.options.limits),
+            input_schema=self.input_schema,
+            output_schema=run_result_json_schema(),
+            annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
+        )
         self._paused = PausedRuns()
 
-    def _tool(self) -> Any:
-        from mcp.types import Tool, ToolAnnotations
-
-        return Tool(name=TOOL_NAME, description=DESCRIPTION, input_schema=input_schema(self.options.max_timeout_ms),
-                    output_schema=run_result_json_schema(),
-                    annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True))  # fmt: skip
-
-    def lowlevel(self) -> Any:
+    def lowlevel(self) -> Server[Any]:
         """The mcp lowlevel Server with this tool."""
-        from mcp.server import Server
-
         return Server(
             "wasmexec",
             version=__version__,
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
+            get_tool_input_schema=lambda name: self.input_schema if name == TOOL_NAME else None,
             instructions="Use run_python to run Python that discovers and calls the configured tools.",
         )
 
-    async def list_tools(self, ctx: Any, params: Any) -> Any:
-        from mcp.types import ListToolsResult
-
+    async def list_tools(self, ctx: Context, params: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=[self.tool])
 
-    async def call_tool(self, ctx: Any, params: Any) -> Any:
-        from mcp import MCPError
-        from mcp.types import INVALID_PARAMS
-
+    async def call_tool(self, ctx: Context, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
         if params.name != TOOL_NAME:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}; this server has only {TOOL_NAME!r}")
-        if getattr(params, "request_state", None):
+        if params.request_state:
             run = self._paused.resume(params.request_state, _session_key(ctx))
             if run is None:
                 raise MCPError(INVALID_PARAMS, "run_python: unknown or expired request_state; call run_python again")
-            run.answer(_approved(getattr(params, "input_responses", None) or {}))
+            run.answer(_approved(params.input_responses or {}))
             return await self._drive(ctx, run)
-        code, limits, servers = self._arguments(params.arguments, MCPError, INVALID_PARAMS)
-        can_ask, _ = self._elicitation(ctx)
+        code, limits, servers = self.arguments(params.arguments or {})
+        can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
         warnings = await self._connect(servers)
         run = ServerRun(self.sandbox, code, limits, session_key=_session_key(ctx), warnings=warnings,
                         can_ask=can_ask)  # fmt: skip
@@ -116,34 +140,57 @@ class RunPythonServer:
         run.start()
         return await self._drive(ctx, run)
 
-    async def _drive(self, ctx: Any, run: ServerRun) -> Any:
-        """Waits for the run's next event; asks for approvals the way the client's era allows."""
-        _, in_2026_era = self._elicitation(ctx)
+    def arguments(self, arguments: dict[str, Any]) -> tuple[str, Limits, list[str]]:
+        """The code, limits and servers of a call, checked against the input schema (-32602 when they do not fit)."""
+        errors = schema_errors(self.input_schema, arguments)
+        if errors:
+            raise MCPError(INVALID_PARAMS, self._explain(errors[0], arguments))
+        # JSON Schema counts 2.0 as an integer; Limits wants an int.
+        changes = {name: int(arguments[name]) for name in LIMIT_ARGUMENTS if name in arguments}
+        return arguments["code"], self.options.limits.replace(**changes), list(arguments.get("servers", []))
+
+    def _explain(self, error: dict[str, str], arguments: dict[str, Any]) -> str:
+        name = error["pointer"][1:].split("/", 1)[0]
+        if error["keyword"] == "maximum" and name in LIMIT_ARGUMENTS and "/" not in error["pointer"][1:]:
+            ceiling = getattr(self.options.limits, name)
+            return (f"run_python: {name!r} is {arguments[name]}, but this server allows at most {ceiling} "
+                    "(a call may lower the server's limits, never raise them)")  # fmt: skip
+        if not name or error["keyword"] in ("required", "additionalProperties"):
+            return f"run_python: {error['message']}"
+        return f"run_python: {name!r}: expected {error['expected']}, received {error['received']}"
+
+    async def _drive(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
+        """Drives the run to its end, or to a question the client must answer by retrying (2026 era)."""
         async with anyio.from_thread.BlockingPortal() as portal:
 
             def report(message: str) -> None:
                 portal.start_task_soon(ctx.session.report_progress, 0.5, None, message)
 
             try:
-                while True:
-                    kind, payload = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
-                    if kind == "done":
-                        break
-                    if in_2026_era:
-                        return self._input_required(run, payload)
-                    else:
-                        run.answer(await self._elicit(ctx, payload))
+                outcome = await self._until_done(ctx, run, report)
             except anyio.get_cancelled_exc_class():
                 run.control.stop()  # the client cancelled: stop the run and its downstream calls
                 raise
-        if isinstance(payload, Exception):
-            raise payload
+        if isinstance(outcome, InputRequiredResult):
+            return outcome
+        if isinstance(outcome.result, BaseException):  # the sandbox could not run the code at all
+            raise MCPError(INTERNAL_ERROR, internal_error(outcome.result).message)
         await ctx.session.report_progress(1, 1, "done")
-        return self._tool_result(payload, run.warnings)
+        return self._tool_result(outcome.result, run.warnings)
 
-    def _tool_result(self, result: RunResult, warnings: list[str]) -> Any:
-        from mcp.types import CallToolResult, TextContent
+    async def _until_done(
+        self, ctx: Context, run: ServerRun, report: Callable[[str], None]
+    ) -> Done | InputRequiredResult:
+        """Waits for the run's events; asks for approvals the way the client's era allows."""
+        event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+        while isinstance(event, Approval):
+            if ctx.protocol_version.startswith("2026"):
+                return self._input_required(run, event.request)
+            run.answer(await self._elicit(ctx, event.request))
+            event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+        return event
 
+    def _tool_result(self, result: RunResult, warnings: list[str]) -> CallToolResult:
         result["diagnostics"].extend(
             {"severity": "warning", "code": "TOOLS_UNAVAILABLE", "message": warning,
              "hint": "The server was unavailable before the run; calls to it may fail."} for warning in warnings
@@ -151,61 +198,26 @@ class RunPythonServer:
         return CallToolResult(content=[TextContent(type="text", text=render_text(result))],
                               structured_content=dict(result))  # fmt: skip
 
-    def _input_required(self, run: ServerRun, request: dict[str, Any]) -> Any:
+    def _input_required(self, run: ServerRun, request: dict[str, Any]) -> InputRequiredResult:
         """The 2026-era way to ask: pause the run and let the client retry with the answer."""
-        from mcp.types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
-
         question = ElicitRequest(params=ElicitRequestFormParams(message=_question(request),
                                                                 requested_schema=APPROVAL_SCHEMA))  # fmt: skip
         return InputRequiredResult(input_requests={"approval": question}, request_state=self._paused.pause(run))
-
-    def _arguments(self, arguments: Any, error: Any, code_invalid: int) -> tuple[str, Limits, list[str]]:
-        arguments = arguments or {}
-        unknown = sorted(set(arguments) - _ARGUMENTS)
-        if unknown:
-            raise error(code_invalid, f"run_python: unknown arguments {unknown}; expected {sorted(_ARGUMENTS)}")
-        code = arguments.get("code")
-        if not isinstance(code, str):
-            raise error(code_invalid, "run_python: 'code' is required and must be a string of Python source")
-        if len(code.encode("utf-8", "surrogatepass")) > MAX_CODE_BYTES:
-            raise error(code_invalid, f"run_python: 'code' is over {MAX_CODE_BYTES} bytes")
-        changes: dict[str, int] = {}
-        bounds = {"timeout_ms": (1, min(self.options.max_timeout_ms, MAX_TIMEOUT_MS)), "memory_mb": (16, 4095),
-                  "max_tool_calls": (0, 10_000)}  # fmt: skip
-        for key, (low, high) in bounds.items():
-            if key in arguments:
-                value = arguments[key]
-                if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                    raise error(code_invalid, f"run_python: '{key}' must be an integer from {low} to {high}")
-                changes[key] = value
-        servers = arguments.get("servers", [])
-        if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers) or len(servers) > 100:
-            raise error(code_invalid, "run_python: 'servers' must be a list of server ids")
-        return code, replace(self.options.limits, **changes), servers
 
     async def _connect(self, servers: list[str]) -> list[str]:
         """Connects the servers the code says it will use; returns a warning per one unavailable."""
         if not servers:
             return []
-        if self.broker is None:
+        broker = self.broker
+        if broker is None:
             return [f"server {s!r} is not configured (no MCP servers are)" for s in servers]
-        known = [s for s in servers if s in self.broker.config.servers]
+        known = [s for s in servers if s in broker.config.servers]
         warnings = [f"server {s!r} is not configured" for s in servers if s not in known]
         problems: dict[str, str] = {}
-        await anyio.to_thread.run_sync(lambda: self.broker.fetch_listings(known, 30.0, [], problems))
+        await anyio.to_thread.run_sync(lambda: broker.fetch_listings(known, CONNECT_TIMEOUT_S, [], problems))
         return warnings + list(problems.values())
 
-    def _elicitation(self, ctx: Any) -> tuple[bool, bool]:
-        """(whether the client can answer elicitation, whether it must be asked the 2026 way)."""
-        from mcp.types import ClientCapabilities, ElicitationCapability
-
-        try:
-            can = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
-        except Exception:  # an older session object without the check
-            can = False
-        return bool(can), str(getattr(ctx, "protocol_version", "")).startswith("2026")
-
-    async def _elicit(self, ctx: Any, request: dict[str, Any]) -> bool:
+    async def _elicit(self, ctx: Context, request: dict[str, Any]) -> bool:
         try:
             answer = await ctx.session.elicit_form(
                 _question(request), APPROVAL_SCHEMA, related_request_id=ctx.request_id
@@ -242,6 +254,13 @@ def _approved(responses: Any) -> bool:
     return answer.get("action") == "accept" and content.get("approve", True) is True
 
 
-def _session_key(ctx: Any) -> int:
-    """Binds a paused run to the client that started it."""
-    return hash(getattr(ctx, "session_id", None) or "")
+def _session_key(ctx: Context) -> int:
+    """Binds a paused run to the HTTP session that started it, where there is one.
+
+    Only 2025-era streamable HTTP has sessions (the `Mcp-Session-Id` header); a stdio server
+    has one client, and the 2026-07-28 era has no sessions: there the unguessable resume
+    token alone is the capability.
+    """
+    headers = getattr(ctx.request, "headers", None)
+    session = headers.get("mcp-session-id") if headers is not None else None
+    return hash(session or "")

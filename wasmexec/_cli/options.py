@@ -1,0 +1,299 @@
+"""What the commands share: exit codes, options, and turning options into limits, config, broker, audit.
+
+The only module of the package that reads environment variables (with the command
+modules that call it). The commands import this module, never each other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from wasmexec._limits import (
+    DEFAULT_FUEL,
+    DEFAULT_MAX_RESULT_BYTES,
+    DEFAULT_MAX_STDERR_BYTES,
+    DEFAULT_MAX_STDOUT_BYTES,
+    DEFAULT_MAX_TOOL_CALLS,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_MS,
+    MAX_MEMORY_MB,
+    MAX_TIMEOUT_MS,
+)
+
+if TYPE_CHECKING:
+    from wasmexec._audit import AuditLog
+    from wasmexec._limits import Limits
+    from wasmexec._sandbox.runtime import Runtime
+    from wasmexec._tools.broker import Broker
+    from wasmexec._tools.config import Config
+    from wasmexec._tools.policy import Policy
+
+#: Exit codes (README, "CLI"): the run failed, usage, no sandbox, cannot listen, Ctrl-C (128 + SIGINT).
+EXIT_OK, EXIT_CODE_FAILED, EXIT_USAGE, EXIT_SANDBOX, EXIT_LISTEN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+
+CACHE_DIR_ENV = "WASMEXEC_CACHE_DIR"
+CONFIG_ENV = "WASMEXEC_CONFIG"
+SCHEMA_CACHE_ENV = "WASMEXEC_SCHEMA_CACHE"
+DEFAULT_CONFIG = ".mcp.json"
+#: The stdio servers' stderr file starts over past this: banners and errors, not an archive.
+SERVER_LOG_MAX_BYTES = 8 * 1024 * 1024
+
+
+class UsageError(Exception):
+    """A mistake in the command line; exit 2 with the command's usage and the message."""
+
+
+def int_option(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer (underscores allowed) from `low` to `high`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
+        return value
+
+    return parse
+
+
+def add_run_options(parser: argparse.ArgumentParser, *, ceilings: bool) -> None:
+    """Limits, tools, policy, audit and cache: shared by `run` and `serve` (for serve the limits are ceilings)."""
+    title = "limits (ceilings: a run_python call may ask for less, never more)" if ceilings else "limits"
+    limits = parser.add_argument_group(title)
+    limits.add_argument(
+        "--timeout-ms",
+        type=int_option(1, MAX_TIMEOUT_MS),
+        metavar="N",
+        help=f"wall-clock limit in ms (default {DEFAULT_TIMEOUT_MS}, at most {MAX_TIMEOUT_MS})",
+    )
+    limits.add_argument(
+        "--memory-mb",
+        type=int_option(1, MAX_MEMORY_MB),
+        metavar="N",
+        help=f"memory limit in MiB (default {DEFAULT_MEMORY_MB}, at most {MAX_MEMORY_MB})",
+    )
+    fuel = limits.add_mutually_exclusive_group()
+    fuel.add_argument(
+        "--fuel",
+        type=int_option(1),
+        metavar="N",
+        help=f"instruction budget (default {DEFAULT_FUEL}, about 10x what the default timeout allows)",
+    )
+    fuel.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (faster CPU-bound code)")
+    limits.add_argument(
+        "--max-log-bytes",
+        type=int_option(0),
+        metavar="N",
+        help=f"cap of stdout and of stderr, each, in bytes (default {DEFAULT_MAX_STDOUT_BYTES} "
+        f"for stdout, {DEFAULT_MAX_STDERR_BYTES} for stderr)",
+    )
+    limits.add_argument(
+        "--max-result-bytes",
+        type=int_option(0),
+        metavar="N",
+        help=f"cap of the result as JSON, in bytes (default {DEFAULT_MAX_RESULT_BYTES})",
+    )
+    limits.add_argument("--max-tool-calls", type=int_option(0), metavar="N",
+                        help=f"tool calls per run (default {DEFAULT_MAX_TOOL_CALLS})")  # fmt: skip
+    tools = parser.add_argument_group("tools and policy")
+    add_config_option(tools)
+    tools.add_argument("--policy", type=Path, metavar="PATH", help="policy file (TOML or JSON): allow/deny/approval")
+    tools.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only allow calls matching a 'server.tool' glob (repeatable; replaces a policy's allow-all)",
+    )
+    tools.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="deny calls matching a 'server.tool' glob (repeatable; deny wins over allow)",
+    )
+    tools.add_argument("--approve", action="append", default=[], metavar="GLOB",
+                       help="pre-approve calls matching a 'server.tool' glob (repeatable)")  # fmt: skip
+    add_server_stderr_option(tools)
+    files = parser.add_argument_group("files")
+    audit = files.add_mutually_exclusive_group()
+    audit.add_argument("--audit-log", type=Path, metavar="PATH",
+                       help=f"audit JSONL file (default {_default_audit_path()})")  # fmt: skip
+    audit.add_argument("--no-audit", action="store_true", help="write no audit log")
+    add_cache_dir_option(files)
+
+
+def add_config_option(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="PATH",
+        help=f"mcpServers JSON (env {CONFIG_ENV}; default ./{DEFAULT_CONFIG} if present)",
+    )
+
+
+def add_server_stderr_option(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--server-stderr",
+        action="store_true",
+        help=f"show stdio servers' stderr (banners, errors) here instead of appending it to {server_log_path()}",
+    )
+
+
+def add_cache_dir_option(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help=f"where compiled artifacts are kept (env {CACHE_DIR_ENV}; default {_default_cache_dir()})",
+    )
+
+
+_CONFIG_HELP = f"{CONFIG_ENV} (the --config default)"
+_SCHEMA_CACHE_HELP = f"{SCHEMA_CACHE_ENV} (the tool schema cache file; default tool-schemas.json in the user cache dir)"
+#: The environment variables the tool commands read (the epilog of their --help).
+TOOLS_ENVIRONMENT_HELP = (
+    f"environment: {_CONFIG_HELP}, {_SCHEMA_CACHE_HELP}, XDG_STATE_HOME (where the servers' stderr goes)"
+)
+#: The environment variables `run` and `serve` read.
+ENVIRONMENT_HELP = (
+    f"environment: {_CONFIG_HELP}, {CACHE_DIR_ENV} (the --cache-dir default), {_SCHEMA_CACHE_HELP}, "
+    "XDG_STATE_HOME (where the audit log and the servers' stderr go)"
+)
+
+
+def limits_from_args(args: argparse.Namespace) -> Limits:
+    """The Limits the options ask for (the defaults where they say nothing)."""
+    from wasmexec._limits import Limits
+
+    changes: dict[str, int | None] = {}
+    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes", "max_tool_calls"):
+        if getattr(args, option) is not None:
+            changes[option] = getattr(args, option)
+    if args.no_fuel:
+        changes["fuel"] = None
+    if args.max_log_bytes is not None:
+        changes["max_stdout_bytes"] = changes["max_stderr_bytes"] = args.max_log_bytes
+    try:
+        return Limits().replace(**changes)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def load_servers(args: argparse.Namespace) -> Config | None:
+    """The Config named by --config, WASMEXEC_CONFIG or ./.mcp.json; None when there is none."""
+    from wasmexec._tools.config import load_config
+
+    path = args.config or os.environ.get(CONFIG_ENV) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    if path is None:
+        return None
+    config = load_config(path)
+    for problem in config.problems:
+        print(f"warning: {problem.message} (skipped)", file=sys.stderr)
+    return config
+
+
+def load_policy_options(args: argparse.Namespace) -> Policy:
+    """The Policy from --policy plus the --allow, --deny and --approve globs."""
+    from wasmexec._tools.policy import Policy, load_policy
+
+    policy = load_policy(args.policy) if args.policy else Policy()
+    allow = (*(glob for glob in policy.allow if glob != "*"), *args.allow) if args.allow else policy.allow
+    return replace(
+        policy, allow=allow, deny=(*policy.deny, *args.deny), pre_approved=(*policy.pre_approved, *args.approve)
+    )
+
+
+def open_audit(args: argparse.Namespace) -> AuditLog | None:
+    """The AuditLog named by --audit-log (default: the user state dir); None with --no-audit."""
+    from wasmexec._audit import AuditLog
+
+    if args.no_audit:
+        return None
+    try:
+        return AuditLog(args.audit_log or _default_audit_path())
+    except OSError as exc:
+        print(f"warning: no audit log ({exc}); pass --audit-log PATH or --no-audit", file=sys.stderr)
+        return None
+
+
+def schema_cache_path() -> Path:
+    """Where tool schemas persist: WASMEXEC_SCHEMA_CACHE, else the user cache dir (never a shipped artifact dir)."""
+    return Path(os.environ.get(SCHEMA_CACHE_ENV) or _default_cache_dir() / "tool-schemas.json")
+
+
+def server_log_path() -> Path:
+    """Where stdio servers' stderr goes: beside the audit log, in the user state dir."""
+    return _default_audit_path().with_name("servers.log")
+
+
+@contextmanager
+def opened_broker(
+    args: argparse.Namespace, config: Config, policy: Policy | None = None, audit: AuditLog | None = None
+) -> Iterator[Broker]:
+    """An open Broker over `config`; its servers' stderr goes to the server log (or here with --server-stderr)."""
+    from wasmexec._tools.broker import Broker
+
+    with _server_errlog(args.server_stderr) as errlog:
+        broker = Broker(config, cache_path=schema_cache_path(), errlog=errlog, warn=_warn, policy=policy, audit=audit)
+        with broker:  # closed before the errlog: the servers it stops may still write to it
+            yield broker
+
+
+@contextmanager
+def _server_errlog(to_terminal: bool) -> Iterator[TextIO]:
+    if to_terminal:
+        yield sys.stderr
+        return
+    path = server_log_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size > SERVER_LOG_MAX_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
+        log = path.open("a", encoding="utf-8")
+    except OSError as exc:
+        _warn(f"cannot write the server log {path} ({exc.strerror or exc}); servers' stderr goes here")
+        yield sys.stderr
+        return
+    with log:
+        yield log
+
+
+def runtime_from_args(args: argparse.Namespace) -> Runtime:
+    """The Runtime whose compiled artifacts live in --cache-dir (or WASMEXEC_CACHE_DIR, or the user cache dir)."""
+    from wasmexec._sandbox.runtime import Runtime
+
+    cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
+    return Runtime(cache_dir, progress=progress)
+
+
+def progress(message: str) -> None:
+    """A progress line for the user (stderr: stdout belongs to the result)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _default_audit_path() -> Path:
+    from wasmexec._audit import default_audit_path
+
+    return default_audit_path()
+
+
+def _default_cache_dir() -> Path:
+    from wasmexec._sandbox.artifacts import default_cache_dir
+
+    return default_cache_dir()

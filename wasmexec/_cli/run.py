@@ -1,0 +1,128 @@
+"""`wasmexec run`: one run through `Sandbox`, one JSON line on stdout, Ctrl-C that stops the run.
+
+Ctrl-C must never raise inside the run: wasm calls back into Python (host functions,
+the epoch deadline check, output capture), and a KeyboardInterrupt raised in such a
+callback crashed the process. So for the length of the run SIGINT only asks the run
+to stop (`RunControl.stop`), from a watcher thread (see `_ctrl_c_stops`); the run ends
+as `cancelled` within an epoch check, its result line is printed and the exit status
+is 130. A second Ctrl-C ends the process at once (exit 130), without a result line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from wasmexec._cli.options import (
+    EXIT_CODE_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    UsageError,
+    limits_from_args,
+    load_policy_options,
+    load_servers,
+    open_audit,
+    opened_broker,
+    runtime_from_args,
+)
+
+if TYPE_CHECKING:
+    from wasmexec._envelope import RunResult
+    from wasmexec._sandbox.sandbox import RunControl
+
+
+def command_run(args: argparse.Namespace) -> int:
+    from wasmexec._redact import Redactor
+    from wasmexec._sandbox.sandbox import RunControl, Sandbox
+    from wasmexec._toolhost import NoTools, ToolHost
+
+    code, limits = _read_code(args), limits_from_args(args)
+    config, policy, audit = load_servers(args), load_policy_options(args), open_audit(args)
+    with ExitStack() as stack:
+        tools: ToolHost = NoTools()
+        redactor = Redactor()
+        if config is not None and config.servers:
+            broker = stack.enter_context(opened_broker(args, config, policy, audit))
+            tools, redactor = broker, broker.redactor
+        sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit)
+        sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
+        control = RunControl()
+        with _ctrl_c_stops(control) as interrupted:
+            result = sandbox.run_sync(code, control=control)
+        sys.stdout.write(result_line(result) + "\n")
+        sys.stdout.flush()  # now, not after the servers have been stopped
+    if interrupted.is_set():
+        return EXIT_INTERRUPTED
+    return EXIT_OK if result["result"]["ok"] else EXIT_CODE_FAILED
+
+
+def result_line(result: RunResult) -> str:
+    """The run result as the one JSON line `wasmexec run` prints."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+@contextmanager
+def _ctrl_c_stops(control: RunControl) -> Iterator[threading.Event]:
+    """While inside, the first SIGINT stops the run and the second ends the process; yields "was interrupted".
+
+    The kernel may deliver SIGINT to any thread (wasmtime's, the broker's), and Python runs its
+    handler on the main thread only when that thread next runs Python code, which a run blocked
+    in a host wait may not do for a long time. So the handler here does nothing: the signal is
+    seen through the wakeup fd, which Python's C-level handler writes from whichever thread got it,
+    by a watcher thread that stops the run at once (and on a second Ctrl-C ends the process).
+    """
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield interrupted
+        return
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)  # set_wakeup_fd requires it: a signal handler must never block
+
+    def watch() -> None:
+        while data := reader.recv(64):
+            if signal.SIGINT not in data:
+                continue
+            if interrupted.is_set():
+                os._exit(EXIT_INTERRUPTED)  # the second Ctrl-C: now, without a result line
+            interrupted.set()
+            control.stop()
+
+    watcher = threading.Thread(target=watch, name="wasmexec-ctrl-c", daemon=True)
+    watcher.start()
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    previous = signal.signal(signal.SIGINT, _ignore)  # instead of KeyboardInterrupt inside a wasm callback
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+        signal.set_wakeup_fd(previous_fd)
+        writer.close()  # the watcher reads end-of-file and returns
+        watcher.join()
+        reader.close()
+
+
+def _ignore(signum: int, frame: FrameType | None) -> None:
+    """The Python-level SIGINT handler during a run: the wakeup-fd watcher does the work."""
+
+
+def _read_code(args: argparse.Namespace) -> str:
+    if args.code is not None:
+        return str(args.code)
+    try:
+        if args.file == "-":
+            return sys.stdin.buffer.read().decode("utf-8")
+        return Path(args.file).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{args.file} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
