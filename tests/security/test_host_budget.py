@@ -32,12 +32,13 @@ from wasmtime.component import _linker as wasmtime_linker
 from tests.helpers import data_of, error_of, limit_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._redact import Redactor
-from wasmexec._runstate import RunState
+from wasmexec._runstate import RunState, bound
 from wasmexec._sandbox.run import execute
 from wasmexec._toolhost import HostCallError, NoTools
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import parse_config
 from wasmexec._tools.schema_cache import cache_key
+from wasmexec._tools.validation import MAX_PATTERN_SUBJECT_CHARS, backtracking_prone, schema_errors
 
 SERVERS = Path(__file__).resolve().parent.parent / "servers"
 #: Wall time allowed past the deadline on a noisy shared machine (the goal is 100 ms of host work).
@@ -467,3 +468,50 @@ def test_host_errors_with_unencodable_text_reach_the_guest(runtime: Runtime) -> 
     result = Sandbox(runtime=runtime, tools=Unencodable()).run_sync(_raw("host.catalog('x', '{}')"))
     assert data_of(result)[:2] == ["err", "NOT_FOUND"]
     assert wasmtime_enter.LAST_EXCEPTION is None
+
+
+# -- schema validation on the host is bounded (units) -------------------------------------------------------
+
+_WORDS_SCHEMA = _PATTERNS_LISTING["tools"][1]["inputSchema"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "prone"),
+    [("^(a+)+$", True), ("(a|a)*", True), ("(\\w+\\s?)*$", True), ("[", True),
+     ("^[0-9]{5}$", False), ("^[a-z]+$", False), ("^(?:ab)+$", False), ("^\\d{3}-\\d{4}$", False)],
+)  # fmt: skip
+def test_backtracking_prone_patterns_are_recognised(pattern: str, prone: bool) -> None:
+    assert backtracking_prone(pattern) is prone
+
+
+def test_arguments_needing_more_checks_than_the_budget_are_left_to_the_server() -> None:
+    started = time.monotonic()
+    assert schema_errors(_WORDS_SCHEMA, {"words": ["ab"] * 1_000_000}) == []
+    assert time.monotonic() - started < HOST_CALL_S * 2
+
+
+def test_a_schema_with_a_backtracking_pattern_is_left_to_the_server() -> None:
+    schema = {"type": "object", "properties": {"word": {"type": "string", "pattern": REDOS_PATTERN}}}
+    started = time.monotonic()
+    assert schema_errors(schema, {"word": "a" * 40 + "!"}) == []
+    assert time.monotonic() - started < HOST_CALL_S
+
+
+def test_patterns_skip_overlong_strings_and_formats_overlong_values() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"},
+                                               "b": {"type": "string", "format": "ipv4"}}}  # fmt: skip
+    assert [e["pointer"] for e in schema_errors(schema, {"a": "A1", "b": "x"})] == ["/a", "/b"]
+    assert schema_errors(schema, {"a": "A" * (MAX_PATTERN_SUBJECT_CHARS + 1), "b": "x" * 5_000}) == []
+
+
+def test_schema_validation_stops_at_the_runs_deadline() -> None:
+    state = RunState(limits=Limits(timeout_ms=1), tools=NoTools(), run_id="r")
+    state.started -= 1
+    with bound(state), pytest.raises(HostCallError) as caught:
+        schema_errors(_WORDS_SCHEMA, {"words": ["ab"] * 5_000})
+    assert caught.value.kind == "limit-exceeded" and caught.value.detail == {"limit": "timeout"}
+
+
+def test_a_failing_value_of_megabytes_is_reported_shortened() -> None:
+    errors = schema_errors({"type": "object", "properties": {"a": {"type": "string"}}}, {"a": ["x" * 1_000_000] * 9})
+    assert len(errors) == 1 and len(errors[0]["received"]) < 200 and len(errors[0]["message"]) <= 300
