@@ -25,14 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from wasmtime import _ffi as ffi
 from wasmtime.component import _enter as wasmtime_enter
-from wasmtime.component import _linker as wasmtime_linker
 
 from tests.helpers import data_of, error_of, limit_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState, bound
+from wasmexec._sandbox import hostcalls
 from wasmexec._sandbox.run import execute
 from wasmexec._toolhost import HostCallError, NoTools
 from wasmexec._tools.broker import Broker
@@ -139,19 +138,19 @@ def _raw(call: str, setup: str = "") -> str:
 
 @pytest.fixture
 def host_time(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Seconds each call of `catalog`, `start-call` and `wait` spent on the host (lifting its
-    arguments, the host function, lowering its answer), timed around wasmtime-py's trampoline."""
+    """Seconds each host call (catalog, start-call, wait, the clock) spent on the host: lifting its
+    arguments, the host function and lowering its answer, timed around `hostcalls._dispatch`."""
     durations: list[float] = []
-    trampoline = wasmtime_linker.func_impl
+    dispatch = hostcalls._dispatch
 
     def timed(*args: Any) -> int:
         started = time.perf_counter()
         try:
-            return int(trampoline(*args))
+            return dispatch(*args)
         finally:
             durations.append(time.perf_counter() - started)
 
-    monkeypatch.setattr(wasmtime_linker, "func_impl", ffi.wasmtime_component_func_callback_t(timed))
+    monkeypatch.setattr(hostcalls, "_dispatch", timed)
     return durations
 
 
@@ -447,6 +446,28 @@ def test_a_keyboard_interrupt_in_the_epoch_callback_stops_the_run(runtime: Runti
         execute(runtime, "while True: pass", limits, state.tools, Redactor(), state)
     assert time.monotonic() - started < 5
     assert state.stop_reason == "cancelled" and isinstance(state.interruption, KeyboardInterrupt)
+
+
+class _InterruptingText(str):
+    """Text whose encoding is interrupted, as by Ctrl-C landing while wasmtime-py lowers an answer."""
+
+    def encode(self, *args: Any, **kwargs: Any) -> bytes:
+        raise KeyboardInterrupt
+
+
+class _InterruptedAnswers(NoTools):
+    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+        run.complete(handle, _InterruptingText('"done"'))
+
+
+def test_a_keyboard_interrupt_while_an_answer_is_lowered_stops_the_run_and_parks_nothing(runtime: Runtime) -> None:
+    limits = Limits(timeout_ms=10_000)
+    state = RunState(limits=limits, tools=_InterruptedAnswers(), run_id=uuid.uuid4().hex)
+    code = "from wit_world.imports import host\nhandle = host.start_call('s', 't', '{}')\nhost.wait([handle], 1000)"
+    with contextlib.suppress(KeyboardInterrupt):
+        execute(runtime, code, limits, state.tools, Redactor(), state)
+    assert state.stop_reason == "cancelled" and isinstance(state.interruption, KeyboardInterrupt)
+    assert wasmtime_enter.LAST_EXCEPTION is None
 
 
 def test_tool_results_with_lone_surrogates_reach_the_guest_intact(runtime: Runtime) -> None:

@@ -18,10 +18,13 @@ No exception ever leaves these functions into wasmtime. wasmtime-py's trampoline
 (``wasmtime/component/_enter.py``, ``catch_exceptions``) parks any exception other
 than a `WasmtimeError` in one process-global slot (``LAST_EXCEPTION``), where the
 next failing wasm call on *any* thread picks it up: another run could get this
-run's error. So failures go back as WIT ``host-error`` values, and where the guest
-must stop at once (a refused blocking wait, an interrupt) the reason is recorded
-on the run's state and a `WasmtimeError` is raised: wasmtime-py hands that one
-straight to wasmtime as the trap, without parking it.
+run's error; and it lets a KeyboardInterrupt escape into C, which crashes the
+process. So failures go back as WIT ``host-error`` values, and where the guest must
+stop at once (a refused blocking wait, an interrupt) the reason is recorded on the
+run's state and the call traps with a `WasmtimeError`, which is handed to wasmtime
+as an error pointer and never parked. Every function here is entered through
+`_dispatch`, our own version of wasmtime-py's trampoline that catches
+BaseException around the lifting, the call and the lowering alike.
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, get_args
 
-from wasmtime import WasmtimeError
+from wasmtime import StoreContext, WasmtimeError
 from wasmtime import _ffi as ffi
 from wasmtime.component import Record
 from wasmtime.component import _linker as wasmtime_linker
+from wasmtime.component._types import FuncType
 
 from wasmexec import _runstate
 from wasmexec._runstate import RunState, StopReason
@@ -329,13 +333,38 @@ def _trampoline(bounds: tuple[int | None, ...]) -> Any:
             _dropped.sizes = sizes
         except BaseException:
             _dropped.sizes = {}
-        result: int = wasmtime_linker.func_impl(data, context, ty, args, nargs, results, nresults)
-        return result
+        return _dispatch(data, context, ty, args, nargs, results, nresults)
 
     return trampoline
 
 
+def _dispatch(data: Any, context: Any, ty: Any, args: Any, nargs: int, results: Any, nresults: int) -> int:
+    """wasmtime-py's `func_impl` (wasmtime-py 50), except that nothing escapes: returns 0 or a trap."""
+    try:
+        store = StoreContext(context)
+        try:
+            with FuncType._from_ptr(ty, owner=store) as func_type:
+                func = wasmtime_linker.FUNCTIONS.get(data or 0)
+                params = [param.convert_from_c(args[index]) for index, (_, param) in enumerate(func_type.params)]
+                result = func(store, *params[:nargs])
+                if func_type.result is not None:
+                    func_type.result.convert_to_c(store, result, results)
+            return 0
+        except WasmtimeError as error:
+            trap = error
+        except Exception as exc:  # a host bug, or a value wasmtime-py cannot lower
+            trap = WasmtimeError(f"wasmexec: internal host error: {type(exc).__name__}: {exc}"[:300])
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit
+            trap = _interrupted(exc)
+        finally:
+            store._invalidate()
+        return ctypes.cast(trap._consume(), ctypes.c_void_p).value or 0
+    except BaseException:  # a second interrupt while handling the first: trap, never raise into C
+        return ctypes.cast(ffi.wasmtime_error_new(b"wasmexec: cancelled"), ctypes.c_void_p).value or 0
+
+
 # Module-level, so the C callbacks live as long as any linker that uses them.
+_PLAIN_TRAMPOLINE = _trampoline(())
 _CATALOG_TRAMPOLINE = _trampoline((MAX_OP_CHARS * _MAX_UTF8_BYTES, MAX_REQUEST_BYTES))
 _START_CALL_TRAMPOLINE = _trampoline(
     (MAX_NAME_CHARS * _MAX_UTF8_BYTES, MAX_NAME_CHARS * _MAX_UTF8_BYTES, MAX_PAYLOAD_BYTES)
@@ -343,8 +372,8 @@ _START_CALL_TRAMPOLINE = _trampoline(
 _WAIT_TRAMPOLINE = _trampoline((MAX_WAIT_HANDLES, None))
 
 
-def _add_func_with_trampoline(instance: Any, name: str, func: Callable[..., Any], trampoline: Any) -> None:
-    """`LinkerInstance.add_func` with our own C trampoline in front of wasmtime-py's (wasmtime-py 50)."""
+def _add_func(instance: Any, name: str, func: Callable[..., Any], trampoline: Any = _PLAIN_TRAMPOLINE) -> None:
+    """`LinkerInstance.add_func` with our own C trampoline instead of wasmtime-py's (wasmtime-py 50)."""
     name_bytes = name.encode()
     data = wasmtime_linker.FUNCTIONS.allocate(func)
     error = ffi.wasmtime_component_linker_instance_add_func(
@@ -361,23 +390,10 @@ class BlockingWaitRefused(Exception):
 
 def _refuse_blocking_wait(store: Any, *args: Any) -> Any:
     # Traps without parking an exception (see the module docstring); the run's stop reason says why.
-    try:
-        run = _runstate.current()
-        if run is not None:
-            run.stop("blocking_wait")
-    except BaseException as exc:
-        raise _interrupted(exc) from None
+    run = _runstate.current()
+    if run is not None:
+        run.stop("blocking_wait")
     raise _trap("blocking_wait")
-
-
-def _clock(read: Callable[[], int]) -> Callable[[Any], int]:
-    def clock(store: Any) -> int:
-        try:
-            return read()
-        except BaseException as exc:
-            raise _interrupted(exc) from None
-
-    return clock
 
 
 def register(linker: Any, monotonic_clock: str | None = None) -> None:
@@ -389,15 +405,15 @@ def register(linker: Any, monotonic_clock: str | None = None) -> None:
     `subscribe-*` functions then trap instead of blocking (`now` keeps working).
     """
     with linker.root() as root, root.add_instance(INTERFACE) as instance:
-        _add_func_with_trampoline(instance, "catalog", host_catalog, _CATALOG_TRAMPOLINE)
-        _add_func_with_trampoline(instance, "start-call", host_start_call, _START_CALL_TRAMPOLINE)
-        _add_func_with_trampoline(instance, "wait", host_wait, _WAIT_TRAMPOLINE)
+        _add_func(instance, "catalog", host_catalog, _CATALOG_TRAMPOLINE)
+        _add_func(instance, "start-call", host_start_call, _START_CALL_TRAMPOLINE)
+        _add_func(instance, "wait", host_wait, _WAIT_TRAMPOLINE)
     if monotonic_clock is None:
         return
     linker.allow_shadowing = True
     with linker.root() as root, root.add_instance(monotonic_clock) as clock:
-        clock.add_func("now", _clock(time.monotonic_ns))
-        clock.add_func("resolution", _clock(lambda: 1))
-        clock.add_func("subscribe-duration", _refuse_blocking_wait)
-        clock.add_func("subscribe-instant", _refuse_blocking_wait)
+        _add_func(clock, "now", lambda store: time.monotonic_ns())
+        _add_func(clock, "resolution", lambda store: 1)
+        _add_func(clock, "subscribe-duration", _refuse_blocking_wait)
+        _add_func(clock, "subscribe-instant", _refuse_blocking_wait)
     linker.allow_shadowing = False
