@@ -66,6 +66,12 @@ TRACED_NAME_CHARS = 200
 
 #: Longest handle list `wait` accepts: every call a run may have outstanding, and a margin.
 MAX_WAIT_HANDLES = _runstate.MAX_OUTSTANDING_CALLS + _runstate.WAIT_HANDLE_MARGIN
+#: A floor on how fast the host decodes JSON (measured: about 5 MB/s for the slowest shape, a list
+#: of empty objects, on a loaded 2-core machine); arguments that might not be decoded before the
+#: run's deadline are refused, since no epoch can stop the decoder.
+MIN_DECODE_BYTES_PER_S = 4 * 1024 * 1024
+#: Arguments this small are always decoded (a few ms at worst), whatever time is left.
+ALWAYS_DECODED_BYTES = 64 * 1024
 #: UTF-8 takes at most this many bytes per character: a name over 4x its limit in bytes is over it.
 _MAX_UTF8_BYTES = 4
 
@@ -258,10 +264,21 @@ def _admit(run: RunState, server_id: str, tool_name: str, arguments_json: str, d
     try:
         if error is not None:
             raise error
+        _check_decode_time(run, len(arguments_json))
         run.reserve(handle, len(arguments_json))
     except HostCallError as refused:
         raise _refuse(run, handle, server_id, tool_name, refused) from None
     return handle
+
+
+def _check_decode_time(run: RunState, size: int) -> None:
+    left = run.remaining()
+    if size > ALWAYS_DECODED_BYTES and size > left * MIN_DECODE_BYTES_PER_S:
+        raise HostCallError(
+            "limit-exceeded", f"the arguments ({size} bytes of JSON) might not be decoded before the run's "
+            f"deadline ({left:.2f} s left)", "Send less data per call, or make big calls early in the run.",
+            limit="timeout",
+        )  # fmt: skip
 
 
 @_host_function(_error_result)
