@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 #: The largest JSON payload a single host call accepts or returns; bigger is a limit error.
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+#: Longest server id or tool name the host looks up; MCP asks for tool names of at most 128 characters.
+MAX_NAME_CHARS = 256
 
 #: The WIT ``error-kind`` enum, case for case.
 ErrorKind = Literal[
@@ -71,8 +73,17 @@ class NoTools:
 
 
 def encode_payload(value: Any, what: str) -> str:
-    """Compact JSON of a host call's answer; a `payload_bytes` limit error when too large."""
+    """Compact JSON of a host call's answer; a `payload_bytes` limit error when too large.
+
+    The text is always valid UTF-8: a lone surrogate (a JSON ``\\ud800`` escape from a server)
+    stays escaped, since a WIT string cannot carry it.
+    """
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(value, separators=(",", ":"))
     if len(text) > MAX_PAYLOAD_BYTES:
         raise HostCallError(
             "limit-exceeded",

@@ -5,7 +5,11 @@ Each store gets a deadline callback (through wasmtime's C API, which wasmtime-py
 does not wrap): every few ticks wasmtime asks it whether the run may go on, so a
 run stops at its deadline or promptly after it is cancelled, and the reason is
 known exactly. Epochs only interrupt wasm code; host functions that block check
-the same deadline themselves (see `_hostcalls`).
+the same deadline themselves (see `hostcalls`).
+
+The callback never lets an exception out into wasmtime: an interrupt that lands in
+it (Ctrl-C is delivered to whatever Python code runs next, and while a run is busy
+that is usually this callback) is recorded on the run's state and traps the run.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from wasmtime import _bindings as ffi
+
+from wasmexec import _runstate
 
 #: The clock's resolution: a busy loop overruns its deadline by at most about this.
 TICK_MS = 10
@@ -79,16 +85,29 @@ _FINALIZER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 @_CALLBACK_TYPE  # type: ignore[untyped-decorator]
 def _on_deadline(context: Any, data: int | None, delta: Any, kind: Any) -> int:
     try:
-        decide = _deciders.get(data or 0)
-        reason = decide() if decide is not None else "stopped"
-    except Exception:
-        reason = "internal error in the deadline check"
-    if reason is not None:
-        error = ffi.wasmtime_error_new(f"wasmexec: {reason}".encode())
+        try:
+            decide = _deciders.get(data or 0)
+            reason = decide() if decide is not None else "stopped"
+        except Exception:
+            reason = "internal error in the deadline check"
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: the run's owner re-raises it
+            reason = _interrupted(exc)
+        if reason is not None:
+            error = ffi.wasmtime_error_new(f"wasmexec: {reason}".encode())
+            return ctypes.cast(error, ctypes.c_void_p).value or 0
+        delta[0] = CHECK_EVERY_TICKS
+        kind[0] = _CONTINUE
+        return 0
+    except BaseException:  # a second interrupt while handling the first: stop, never raise into wasmtime
+        error = ffi.wasmtime_error_new(b"wasmexec: cancelled")
         return ctypes.cast(error, ctypes.c_void_p).value or 0
-    delta[0] = CHECK_EVERY_TICKS
-    kind[0] = _CONTINUE
-    return 0
+
+
+def _interrupted(exc: BaseException) -> str:
+    run = _runstate.current()
+    if run is not None:
+        run.interrupted(exc)
+    return "cancelled"
 
 
 @_FINALIZER_TYPE  # type: ignore[untyped-decorator]

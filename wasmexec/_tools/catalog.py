@@ -3,6 +3,11 @@
 A `Catalog` is a frozen view for one run: listings are fetched lazily (through
 `fetch`) the first time a run needs a server and then never change during it.
 Errors are `HostCallError`s, ready to cross into the sandbox.
+
+Names and queries come from the guest: did-you-mean only runs on names of at most
+`MAX_NAME_CHARS` against at most `MAX_SUGGESTION_CANDIDATES` names of a compatible
+length, queries are at most `MAX_QUERY_CHARS`, and the run's deadline is checked
+between the expensive stages (listing, indexing, ranking, building views).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runstate import check_deadline
+from wasmexec._toolhost import MAX_NAME_CHARS, HostCallError
 from wasmexec._tools import stubs as _stubs
 from wasmexec._tools.config import ServerConfig
 from wasmexec._tools.naming import export_names, module_names
@@ -23,6 +29,12 @@ Detail = Literal["name", "description", "full"]
 DETAILS: tuple[Detail, ...] = ("name", "description", "full")
 #: The version of the discovery API (`codemode.discovery.spec_version`).
 SPEC_VERSION = "1.0"
+#: Longest search query: a sentence of keywords, not a document.
+MAX_QUERY_CHARS = 1_000
+#: Names did-you-mean compares with (about 10 µs each, more for long names).
+MAX_SUGGESTION_CANDIDATES = 2_000
+#: difflib ratio a suggestion needs.
+SUGGESTION_CUTOFF = 0.5
 
 
 @dataclass(frozen=True)
@@ -44,8 +56,16 @@ class ToolEntry:
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> list[str]:
-    """Up to three close matches, best first."""
-    return difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.5)
+    """Up to three close matches, best first; none for a name longer than any real one."""
+    if not name or len(name) > MAX_NAME_CHARS:
+        return []
+    # difflib's ratio is at most 2 * shorter / (both lengths): other lengths cannot reach the cutoff.
+    low, high = (
+        len(name) * SUGGESTION_CUTOFF / (2 - SUGGESTION_CUTOFF),
+        len(name) * (2 - SUGGESTION_CUTOFF) / SUGGESTION_CUTOFF,
+    )
+    similar = [candidate for candidate in candidates if low <= len(candidate) <= high]
+    return difflib.get_close_matches(name, similar[:MAX_SUGGESTION_CANDIDATES], n=3, cutoff=SUGGESTION_CUTOFF)
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str:
@@ -156,12 +176,19 @@ class Catalog:
         return view
 
     def search(self, query: str, detail: Detail, server_id: str | None, limit: int) -> dict[str, Any]:
+        if len(query) > MAX_QUERY_CHARS:
+            raise HostCallError(
+                "invalid-argument", f"the query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}",
+                "Search with a few keywords (names, verbs, nouns), not a document.",
+            )  # fmt: skip
         server_ids = [self.server_id(server_id)] if server_id else list(self.servers)
         self.prefetch(server_ids)
         key = tuple(sid for sid in server_ids if sid in self._listings)
         if key not in self._indexes:
+            check_deadline("search_tools")
             self._indexes[key] = SearchIndex([entry for sid in key for entry in self.tools(sid).values()])
-        ranked = self._indexes[key].search(query, limit)
+        check_deadline("search_tools")
+        ranked = self._indexes[key].search(query, limit, check=lambda: check_deadline("search_tools"))
         return {"query": query, "results": [self.tool_view(entry, detail, with_server=True) for _, entry in ranked]}
 
     def module(self, module_name: str) -> dict[str, Any]:
@@ -170,6 +197,7 @@ class Catalog:
         listing = self.listing(server_id)
         tools = []
         for entry in self.tools(server_id).values():
+            check_deadline(f"describing server {server_id!r}")
             tools.append({
                 "tool_name": entry.tool_name, "export_name": entry.export_name, "description": entry.description,
                 "parameters": _stubs.tool_parameters(entry.tool),
