@@ -19,6 +19,9 @@ MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
 #: Longest server id or tool name the host looks up; MCP asks for tool names of at most 128 characters.
 MAX_NAME_CHARS = 256
 
+#: The version of the discovery API the guest speaks through any tool host (`codemode.discovery.spec_version`).
+SPEC_VERSION = "1.0"
+
 #: The WIT ``error-kind`` enum, case for case.
 ErrorKind = Literal[
     "invalid-argument", "not-found", "limit-exceeded", "denied", "authentication", "unavailable", "tool-error",
@@ -61,6 +64,8 @@ class NoTools:
     def catalog(self, run: RunState, op: str, request: Any) -> Any:
         if op == "list_servers":
             return []
+        if op == "spec_version":
+            return SPEC_VERSION
         raise HostCallError(
             "not-found", "no MCP servers are configured", "Configure servers on the host (--config).", what="server"
         )

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.helpers import data_of, log_text
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._runstate import RunState
-from wasmexec._toolhost import NoTools
-from wasmexec._tools.catalog import SPEC_VERSION
+from wasmexec._toolhost import SPEC_VERSION, NoTools
 
 #: A version no guest could know unless it asked the host.
 ODD_VERSION = "0.0-from-the-host"
@@ -46,10 +43,6 @@ def test_help_on_discovery_shows_the_spec_version(tool_sandbox: Sandbox) -> None
     assert f"spec_version = '{SPEC_VERSION}'" in log_text(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs NoTools.catalog to answer 'spec_version' (wasmexec/_toolhost.py, requested from its owner)",
-)
 def test_discovery_spec_version_works_without_any_configured_server(sandbox: Sandbox) -> None:
     code = "from codemode import discovery\ndiscovery.spec_version"
     assert data_of(sandbox.run_sync(code)) == SPEC_VERSION

@@ -21,9 +21,9 @@ import anyio.from_thread
 from wasmexec._audit import AuditLog, digest
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
-from wasmexec._toolhost import HostCallError, encode_payload
+from wasmexec._toolhost import SPEC_VERSION, HostCallError, encode_payload
 from wasmexec._tools import stubs as _stubs
-from wasmexec._tools.catalog import DETAILS, SPEC_VERSION, Catalog, ToolEntry
+from wasmexec._tools.catalog import DETAILS, Catalog, ToolEntry
 from wasmexec._tools.config import Config
 from wasmexec._tools.policy import Decision, Policy, RateLimiter
 from wasmexec._tools.pool import Listing, Pool, ServerUnavailable

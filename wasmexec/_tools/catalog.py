@@ -27,8 +27,6 @@ from wasmexec._tools.search import SearchIndex
 
 Detail = Literal["name", "description", "full"]
 DETAILS: tuple[Detail, ...] = ("name", "description", "full")
-#: The version of the discovery API (`codemode.discovery.spec_version`).
-SPEC_VERSION = "1.0"
 #: Longest search query: a sentence of keywords, not a document.
 MAX_QUERY_CHARS = 1_000
 #: Names did-you-mean compares with (about 10 µs each, more for long names).
