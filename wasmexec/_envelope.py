@@ -7,6 +7,8 @@ exports their JSON Schema (`run_result_json_schema`).
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
@@ -111,6 +113,37 @@ class RunResult(TypedDict):
     logs: list[LogEntry]
     diagnostics: list[Diagnostic]
     tool_trace: list[ToolTraceEntry]
+
+
+#: Characters that JSON allows raw in strings but line-based readers split on (Python's
+#: ``str.splitlines``, JavaScript source): escaped on the output line.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def result_json(value: Any) -> str:
+    """The one strict encoding of a run result: the line `wasmexec run` prints.
+
+    Compact UTF-8 JSON on one line: NaN and infinities raise ValueError (a run result
+    never holds them), a lone surrogate becomes U+FFFD, and U+0085, U+2028 and U+2029
+    are escaped so that no line-based reader splits the line.
+    """
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if text.isascii():
+        return text
+    for raw, escaped in _LINE_BREAKS.items():
+        if raw in text:  # only ever inside strings: JSON's structure is ASCII
+            text = text.replace(raw, escaped)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _LONE_SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def encoded_size(value: Any) -> int:
+    """Bytes of `value` on the output line (a str counts its quotes)."""
+    return len(result_json(value).encode("utf-8"))
 
 
 def run_result_json_schema() -> dict[str, Any]:
