@@ -65,7 +65,7 @@ def test_the_output_line_escapes_characters_that_line_based_readers_split_on(sep
 
 
 def test_the_output_line_is_compact_utf8_json_that_round_trips() -> None:
-    value = {**VALID, "logs": [{"level": "log", "message": "é 😀 \" \\ \n \x00", "time_ms": 0.0}]}
+    value = {**VALID, "logs": [{"level": "log", "message": 'é 😀 " \\ \n \x00', "time_ms": 0.0}]}
     line = result_json(value)
     assert line == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     assert json.loads(line) == value
