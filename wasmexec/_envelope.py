@@ -19,7 +19,17 @@ TOOL_NAME = "run_python"
 LogLevel = Literal["debug", "log", "warn", "error"]
 Severity = Literal["error", "warning", "info"]
 ApprovalState = Literal["NOT_REQUIRED", "APPROVED", "DENIED"]
-LimitName = Literal["timeout", "memory", "fuel", "stack", "result_bytes", "tool_calls", "payload_bytes", "cancelled"]
+LimitName = Literal[
+    "timeout", "memory", "fuel", "stack", "result_bytes", "result_depth", "tool_calls", "payload_bytes", "cancelled"
+]  # fmt: skip
+#: Why the host stopped a run: a limit, or a refused blocking wait (a BLOCKING_WAIT error, not a limit).
+StopReason = LimitName | Literal["blocking_wait"]
+
+#: The deepest nesting of lists and objects a result's data may have. The data sits 4 levels
+#: deep in an MCP ``tools/call`` answer; the `mcp` Python client (pydantic-core) refuses a
+#: message nested deeper than 200 levels and Rust's serde_json deeper than 128, so 100 leaves
+#: a margin for clients that wrap the result again.
+MAX_RESULT_DEPTH = 100
 
 
 class LogEntry(TypedDict):
@@ -121,6 +131,26 @@ _LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate (not encodable as UTF-8) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def valid_strings(value: Any) -> Any:
+    """A copy of a JSON value with `valid_text` applied to every string and key."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [valid_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_text(key): valid_strings(item) for key, item in value.items()}
+    return value
+
+
 def result_json(value: Any) -> str:
     """The one strict encoding of a run result: the line `wasmexec run` prints.
 
@@ -134,11 +164,7 @@ def result_json(value: Any) -> str:
     for raw, escaped in _LINE_BREAKS.items():
         if raw in text:  # only ever inside strings: JSON's structure is ASCII
             text = text.replace(raw, escaped)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = _LONE_SURROGATE.sub("\ufffd", text)
-    return text
+    return valid_text(text)
 
 
 def encoded_size(value: Any) -> int:
