@@ -12,7 +12,7 @@ from tests.security._support import assert_host_survives, run, timed_run
 from wasmexec import Runtime
 from wasmexec._envelope import encoded_size, result_json
 from wasmexec._limits import DEFAULT_MAX_STDERR_BYTES, DEFAULT_MAX_STDOUT_BYTES
-from wasmexec._sandbox.output import LOGS_OVERHEAD_BYTES
+from wasmexec._sandbox.output import ENTRY_OVERHEAD_BYTES, LOGS_OVERHEAD_BYTES
 
 PROMPT_S = 5.0
 
@@ -150,5 +150,5 @@ def test_alternating_stdout_and_stderr_writes_stay_within_the_caps(runtime: Runt
 
 def test_control_characters_count_escaped_against_the_cap(runtime: Runtime) -> None:
     result = run(runtime, "print('\\x01' * 100_000)", max_stdout_bytes=6_000)
-    assert encoded_size([entry for entry in result["logs"] if entry["level"] == "log"]) <= 6_000 + 64
+    assert encoded_size([entry for entry in result["logs"] if entry["level"] == "log"]) <= 6_000 + ENTRY_OVERHEAD_BYTES
     diagnostic(result, "LOGS_TRUNCATED")

@@ -133,6 +133,11 @@ def test_a_cut_never_splits_a_character() -> None:
     assert message == "ééééé"
 
 
+def test_the_entry_overhead_bounds_any_entry_besides_its_message() -> None:
+    entry = {"level": "error", "message": "", "time_ms": -1.7976931348623157e308}
+    assert encoded_size(entry) + len(",") <= ENTRY_OVERHEAD_BYTES  # the empty message's quotes included
+
+
 def test_the_warnings_fit_the_documented_overhead() -> None:
     out = capture(stdout_cap=2**40, stderr_cap=2**40)
     out.stdout.dropped_bytes = out.stderr.dropped_bytes = 2**64

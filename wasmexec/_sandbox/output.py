@@ -21,8 +21,8 @@ from collections.abc import Callable
 from wasmexec._envelope import LogEntry, LogLevel, encoded_size
 
 #: An upper bound of one entry's bytes on the output line besides its escaped message:
-#: ``{"level":"error","message":"","time_ms":<float, at most 24 characters>},``.
-ENTRY_OVERHEAD_BYTES = 64
+#: ``{"level":"error","message":"","time_ms":`` (40), a float (at most 24 characters), ``},``.
+ENTRY_OVERHEAD_BYTES = 66
 #: Lines of one stream that arrive less than this after their entry's first line join it:
 #: timestamps stay within a tenth of a second, and a flood costs bytes, not entries.
 COALESCE_MS = 100.0
