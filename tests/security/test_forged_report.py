@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
 from tests.security._support import run
@@ -260,3 +262,34 @@ def test_the_cli_line_escapes_line_separators(runtime: Runtime, tmp_path: Path) 
     done = _cli(runtime, tmp_path, "print('a\\u2028b\\x85c')\nresult = '\\u2029'")
     text = done.stdout.decode("utf-8")
     assert text.endswith("\n") and text.splitlines() == [text[:-1]]
+
+
+def test_wasmexec_serve_answers_forged_reports_with_strict_structured_results(runtime: Runtime) -> None:
+    reports = [
+        {"ok": True, "data_json": json.dumps({"\ud800": "\udfff\u2028"}), "diagnostics": []},
+        {"ok": True, "data_json": "[NaN, Infinity]", "diagnostics": []},
+        {"ok": False, "error": {"type": "\ud800", "message": "m", "retryable": True},
+         "diagnostics": [{"severity": "error", "code": "TOOLS_UNAVAILABLE", "message": "\udfff"}]},
+    ]  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "wasmexec", "serve", "--no-audit"],
+        env={"WASMEXEC_CACHE_DIR": str(runtime.artifacts.directory), "PATH": os.environ["PATH"]},
+    )
+
+    async def main() -> list[Any]:
+        answers = []
+        async with Client(params) as client:
+            for report in reports:
+                with anyio.fail_after(60):
+                    answers.append(await client.call_tool("run_python", {"code": _forge(report)}))
+        return answers
+
+    first, second, third = anyio.run(main)
+    for answer in (first, second, third):
+        assert not answer.is_error, answer
+        assert_strict(answer.structured_content)
+    assert data_of(first.structured_content) == {"\ufffd": "\ufffd\u2028"}
+    assert error_of(second.structured_content)["type"] == "SandboxError"
+    assert error_of(third.structured_content) == {"type": "\ufffd", "message": "m", "retryable": False}
+    assert third.structured_content["diagnostics"] == []
