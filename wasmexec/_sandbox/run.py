@@ -45,15 +45,7 @@ def _run(
 ) -> tuple[RunResult, int]:
     state.started = time.monotonic()  # the clock starts now, not while the component was loading
     output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started)
-    store = Store(prepared.engine)
-    wasi = WasiConfig()  # empty: no files, env, args, network; stdin reads as empty
-    wasi.stdout_custom = output.stdout.write
-    wasi.stderr_custom = output.stderr.write
-    store.set_wasi(wasi)
-    store.set_limits(memory_size=limits.memory_bytes)
-    if limits.fuel is not None:
-        store.set_fuel(limits.fuel)
-    _epoch.watch_store(store, state.should_stop)
+    store = _new_store(prepared, limits, output, state)
     options = json.dumps({"max_result_bytes": limits.max_result_bytes})
     report: GuestReport | None = None
     fault: Exception | None = None
@@ -85,6 +77,20 @@ def _run(
     logs = output.finish()
     builder.add_host_warnings(state.warnings, output.truncated)
     return builder.finish(logs, fuel_used, redactor)
+
+
+def _new_store(prepared: Prepared, limits: Limits, output: OutputCapture, state: RunState) -> Store:
+    """A fresh Store with the run's limits, its output captured and its deadline watched."""
+    store = Store(prepared.engine)
+    wasi = WasiConfig()  # empty: no files, env, args, network; stdin reads as empty
+    wasi.stdout_custom = output.stdout.write
+    wasi.stderr_custom = output.stderr.write
+    store.set_wasi(wasi)
+    store.set_limits(memory_size=limits.memory_bytes)
+    if limits.fuel is not None:
+        store.set_fuel(limits.fuel)
+    _epoch.watch_store(store, state.should_stop)
+    return store
 
 
 def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used: int | None) -> str | None:
