@@ -7,6 +7,8 @@ exports their JSON Schema (`run_result_json_schema`).
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Literal, NotRequired
 
 from typing_extensions import TypedDict
@@ -17,7 +19,17 @@ TOOL_NAME = "run_python"
 LogLevel = Literal["debug", "log", "warn", "error"]
 Severity = Literal["error", "warning", "info"]
 ApprovalState = Literal["NOT_REQUIRED", "APPROVED", "DENIED"]
-LimitName = Literal["timeout", "memory", "fuel", "stack", "result_bytes", "tool_calls", "payload_bytes", "cancelled"]
+LimitName = Literal[
+    "timeout", "memory", "fuel", "stack", "result_bytes", "result_depth", "tool_calls", "payload_bytes", "cancelled"
+]  # fmt: skip
+#: Why the host stopped a run: a limit, or a refused blocking wait (a BLOCKING_WAIT error, not a limit).
+StopReason = LimitName | Literal["blocking_wait"]
+
+#: The deepest nesting of lists and objects a result's data may have. The data sits 4 levels
+#: deep in an MCP ``tools/call`` answer; the `mcp` Python client (pydantic-core) refuses a
+#: message nested deeper than 200 levels and Rust's serde_json deeper than 128, so 100 leaves
+#: a margin for clients that wrap the result again.
+MAX_RESULT_DEPTH = 100
 
 
 class LogEntry(TypedDict):
@@ -111,6 +123,53 @@ class RunResult(TypedDict):
     logs: list[LogEntry]
     diagnostics: list[Diagnostic]
     tool_trace: list[ToolTraceEntry]
+
+
+#: Characters that JSON allows raw in strings but line-based readers split on (Python's
+#: ``str.splitlines``, JavaScript source): escaped on the output line.
+_LINE_BREAKS = {"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def valid_text(text: str) -> str:
+    """`text` with every lone surrogate (not encodable as UTF-8) replaced by U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def valid_strings(value: Any) -> Any:
+    """A copy of a JSON value with `valid_text` applied to every string and key."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, list):
+        return [valid_strings(item) for item in value]
+    if isinstance(value, dict):
+        return {valid_text(key): valid_strings(item) for key, item in value.items()}
+    return value
+
+
+def result_json(value: Any) -> str:
+    """The one strict encoding of a run result: the line `wasmexec run` prints.
+
+    Compact UTF-8 JSON on one line: NaN and infinities raise ValueError (a run result
+    never holds them), a lone surrogate becomes U+FFFD, and U+0085, U+2028 and U+2029
+    are escaped so that no line-based reader splits the line.
+    """
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    if text.isascii():
+        return text
+    for raw, escaped in _LINE_BREAKS.items():
+        if raw in text:  # only ever inside strings: JSON's structure is ASCII
+            text = text.replace(raw, escaped)
+    return valid_text(text)
+
+
+def encoded_size(value: Any) -> int:
+    """Bytes of `value` on the output line (a str counts its quotes)."""
+    return len(result_json(value).encode("utf-8"))
 
 
 def run_result_json_schema() -> dict[str, Any]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
+from typing import Any
 
 import anyio
 import pytest
 
 from tests.helpers import data_of, limit_of
 from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._toolhost import NoTools
 
 
 def test_the_sync_context_manager_runs_code(runtime: Runtime) -> None:
@@ -110,3 +113,44 @@ def test_max_concurrent_runs_queues_sync_runs_too(runtime: Runtime) -> None:
     for thread in threads:
         thread.join(timeout=60)
     assert len(starts) == 2 and abs(starts[0] - starts[1]) >= 0.29  # the second waited for the first
+
+
+class _HandlerSpy(NoTools):
+    """Notes the SIGINT handler in force while the sandboxed code runs (asked through discovery)."""
+
+    def __init__(self) -> None:
+        self.seen: list[object] = []
+
+    def catalog(self, run: Any, op: str, request: Any) -> Any:
+        self.seen.append(signal.getsignal(signal.SIGINT))
+        return super().catalog(run, op, request)
+
+
+def _custom_handler(signum: int, frame: object) -> None:
+    """A handler someone else installed (the CLI installs one that stops its run)."""
+
+
+@pytest.mark.parametrize("installed", [signal.default_int_handler, _custom_handler], ids=["default", "custom"])
+def test_run_sync_swaps_only_the_default_sigint_handler_and_restores_it(runtime: Runtime, installed: Any) -> None:
+    spy = _HandlerSpy()
+    previous = signal.signal(signal.SIGINT, installed)
+    try:
+        code = "from codemode import discovery\nresult = discovery.list_servers()"
+        assert data_of(Sandbox(runtime=runtime, tools=spy).run_sync(code)) == []
+        assert signal.getsignal(signal.SIGINT) is installed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    (during,) = spy.seen
+    if installed is _custom_handler:
+        assert during is _custom_handler
+    else:
+        assert during is not signal.default_int_handler and callable(during)
+
+
+def test_run_sync_off_the_main_thread_leaves_signals_alone(runtime: Runtime) -> None:
+    spy = _HandlerSpy()
+    code = "from codemode import discovery\nresult = discovery.list_servers()"
+    worker = threading.Thread(target=lambda: Sandbox(runtime=runtime, tools=spy).run_sync(code))
+    worker.start()
+    worker.join(timeout=60)
+    assert spy.seen == [signal.getsignal(signal.SIGINT)]

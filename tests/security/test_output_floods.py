@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from typing import Any
+
+import pytest
 
 from tests.helpers import data_of, diagnostic, log_text
 from tests.security._support import assert_host_survives, run, timed_run
 from wasmexec import Runtime
+from wasmexec._envelope import encoded_size, result_json
+from wasmexec._limits import DEFAULT_MAX_STDERR_BYTES, DEFAULT_MAX_STDOUT_BYTES
+from wasmexec._sandbox.output import ENTRY_OVERHEAD_BYTES, LOGS_OVERHEAD_BYTES
 
 PROMPT_S = 5.0
 
@@ -25,7 +31,7 @@ def test_a_print_flood_is_capped_and_the_cut_is_reported(runtime: Runtime) -> No
     result, elapsed = timed_run(runtime, code, max_stdout_bytes=1000)
     assert data_of(result) == "done"
     assert _kept_bytes(result, "log") <= 1000
-    assert result["logs"][0]["message"] == "flood line 0"
+    assert result["logs"][0]["message"].startswith("flood line 0\n")
     warnings = _warnings(result)
     assert len(warnings) == 1
     assert result["logs"][-1]["level"] == "warn"
@@ -93,4 +99,56 @@ def test_a_long_print_under_the_cap_arrives_whole(runtime: Runtime) -> None:
 
 def test_a_single_huge_line_under_the_default_cap_is_reported_as_cut(runtime: Runtime) -> None:
     result = run(runtime, "print('x' * 10_000_000)")
+    diagnostic(result, "LOGS_TRUNCATED")
+
+
+# -- the caps bound the encoded output line ------------------------------------------------------------
+
+#: The run result besides its logs (ids, digests, metrics, the LOGS_TRUNCATED diagnostic) stays under this.
+ENVELOPE_BYTES = 4096
+#: Host memory a flood may cost per byte of the caps (entries, the pieces of a line, the result and its line).
+MEMORY_PER_CAP_BYTE = 8
+MEMORY_SLACK = 16 * 1024 * 1024
+
+NEWLINE_FLOOD = "import sys\nsys.stdout.write('\\n' * {stdout})\nsys.stderr.write('\\n' * {stderr})\nresult = 'done'"
+
+
+@pytest.mark.parametrize(
+    ("caps", "newlines"),
+    [
+        ((DEFAULT_MAX_STDOUT_BYTES, DEFAULT_MAX_STDERR_BYTES), (65_536, 262_144)),
+        ((4_000_000, 4_000_000), (65_536, 262_144)),
+        ((4_000_000, 4_000_000), (4_000_000, 4_000_000)),
+    ],
+    ids=["default-caps", "4MB-caps", "4MB-caps-cap-sized-flood"],
+)
+def test_a_newline_flood_encodes_to_at_most_the_caps_plus_a_fixed_overhead(
+    runtime: Runtime, caps: tuple[int, int], newlines: tuple[int, int]
+) -> None:
+    code = NEWLINE_FLOOD.format(stdout=newlines[0], stderr=newlines[1])
+    tracemalloc.start()
+    try:
+        result = run(runtime, code, timeout_ms=120_000, max_stdout_bytes=caps[0], max_stderr_bytes=caps[1])
+        line = result_json(result)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data_of(result) == "done"
+    assert encoded_size(result["logs"]) <= caps[0] + caps[1] + LOGS_OVERHEAD_BYTES
+    assert len(line.encode()) <= caps[0] + caps[1] + LOGS_OVERHEAD_BYTES + ENVELOPE_BYTES
+    assert peak <= MEMORY_PER_CAP_BYTE * (caps[0] + caps[1]) + MEMORY_SLACK
+    kept = sum(entry["message"].count("\n") + 1 for entry in result["logs"] if entry["level"] != "warn")
+    assert kept >= 0.9 * min(sum(newlines), (caps[0] + caps[1]) // 2)  # the caps keep output, not overhead
+
+
+def test_alternating_stdout_and_stderr_writes_stay_within_the_caps(runtime: Runtime) -> None:
+    code = "import os\nfor _ in range(50_000):\n    os.write(1, b'\\n')\n    os.write(2, b'\\n')"
+    result = run(runtime, code, timeout_ms=120_000, max_stdout_bytes=10_000, max_stderr_bytes=10_000)
+    assert encoded_size(result["logs"]) <= 20_000 + LOGS_OVERHEAD_BYTES
+    diagnostic(result, "LOGS_TRUNCATED")
+
+
+def test_control_characters_count_escaped_against_the_cap(runtime: Runtime) -> None:
+    result = run(runtime, "print('\\x01' * 100_000)", max_stdout_bytes=6_000)
+    assert encoded_size([entry for entry in result["logs"] if entry["level"] == "log"]) <= 6_000 + ENTRY_OVERHEAD_BYTES
     diagnostic(result, "LOGS_TRUNCATED")

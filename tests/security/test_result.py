@@ -14,7 +14,8 @@ import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
 from tests.security._support import assert_host_survives, run, timed_run
-from wasmexec import Runtime, validate_run_result
+from wasmexec import Limits, Runtime, Sandbox, validate_run_result
+from wasmexec._toolhost import NoTools
 
 PROMPT_S = 5.0
 
@@ -61,16 +62,11 @@ def test_a_non_json_result_uses_the_documented_fallback(
         assert diagnostic(result, "RESULT_NOT_JSON")["severity"] == "warning"
 
 
-def test_a_very_deeply_nested_result_is_cut_instead_of_crashing(runtime: Runtime) -> None:
+def test_a_very_deeply_nested_result_is_refused_instead_of_crashing(runtime: Runtime) -> None:
     code = "x = []\nfor _ in range(1_000):\n    x = [x]\nresult = x"
     result = run(runtime, code)
-    value = data_of(result)
-    depth = 0
-    while isinstance(value, list):
-        value, depth = value[0], depth + 1
-    assert value == "<too deep>"
-    assert depth <= 200
-    diagnostic(result, "RESULT_NOT_JSON")
+    assert limit_of(result) == "result_depth"
+    assert "data" not in result["result"]
     assert_host_survives(runtime)
 
 
@@ -170,3 +166,22 @@ def test_a_run_result_matches_its_schema_even_with_forged_diagnostics(runtime: R
     report = json.dumps({"ok": True, "data_json": "1", "diagnostics": [forged]})
     result = run(runtime, _forge(report))
     validate_run_result(result)
+
+
+# -- what the host saw comes first ---------------------------------------------------------------------
+
+
+class _RefusingTools(NoTools):
+    """Stops the run the way the host calls refuse a blocking WASI wait: `stop('blocking_wait')`."""
+
+    def catalog(self, run: Any, op: str, request: Any) -> Any:
+        run.stop("blocking_wait")
+        return super().catalog(run, op, request)
+
+
+def test_a_blocking_wait_stop_reason_ends_the_run_with_a_blocking_wait_error(runtime: Runtime) -> None:
+    code = "from codemode import discovery\ndiscovery.list_servers()\nwhile True:\n    pass"
+    result = Sandbox(Limits(timeout_ms=10_000), runtime=runtime, tools=_RefusingTools()).run_sync(code)
+    assert error_of(result)["type"] == "SandboxError"
+    assert "blocking wait" in diagnostic(result, "BLOCKING_WAIT")["message"]
+    assert [d["code"] for d in result["diagnostics"]] == ["BLOCKING_WAIT"]

@@ -2,7 +2,11 @@ import json
 import threading
 from pathlib import Path
 
-from wasmexec._audit import AuditLog, digest
+from wasmexec import Limits
+from wasmexec._audit import AuditLog, digest, write_run_line
+from wasmexec._runstate import RunState
+from wasmexec._sandbox.result import host_error_result
+from wasmexec._toolhost import NoTools
 
 
 def test_each_line_is_one_json_object_with_time_and_kind(tmp_path: Path) -> None:
@@ -46,3 +50,13 @@ def test_the_file_rotates_by_size_and_keeps_the_backups(tmp_path: Path) -> None:
     assert all(path.stat().st_size <= 1000 for path in tmp_path.glob("audit.jsonl*") if path.suffix != ".lock")
     newest = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
     assert newest["index"] == 59
+
+
+def test_a_run_that_could_not_finish_still_gets_its_run_line(tmp_path: Path) -> None:
+    state = RunState(limits=Limits(), tools=NoTools(), run_id="r1")
+    state.code_digest = digest("1")
+    write_run_line(AuditLog(tmp_path / "audit.jsonl"), host_error_result(state, KeyboardInterrupt()), 0)
+    (line,) = (tmp_path / "audit.jsonl").read_bytes().decode("utf-8").splitlines()
+    record = json.loads(line)
+    assert record["kind"] == "run" and record["run_id"] == "r1" and record["outcome"] == "SandboxError"
+    assert record["code_digest"] == digest("1")

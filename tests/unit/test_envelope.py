@@ -1,7 +1,10 @@
+import json
+
 import pydantic
 import pytest
 
 from wasmexec import run_result_json_schema, validate_run_result
+from wasmexec._envelope import encoded_size, result_json
 
 VALID = {
     "run_id": "r",
@@ -47,3 +50,42 @@ def test_the_json_schema_names_every_top_level_key_as_required() -> None:
     assert schema["type"] == "object"
     assert set(schema["required"]) == set(VALID)
     assert "Success" in schema["$defs"] and "Failure" in schema["$defs"]
+
+
+# -- the output line --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
+def test_the_output_line_escapes_characters_that_line_based_readers_split_on(separator: str) -> None:
+    value = {**VALID, "logs": [{"level": "log", "message": f"a{separator}b", "time_ms": 0.0}]}
+    line = result_json(value)
+    assert separator not in line and f"\\u{ord(separator):04x}" in line
+    assert line.splitlines() == [line]
+    assert json.loads(line) == value
+
+
+def test_the_output_line_is_compact_utf8_json_that_round_trips() -> None:
+    value = {**VALID, "logs": [{"level": "log", "message": 'é 😀 " \\ \n \x00', "time_ms": 0.0}]}
+    line = result_json(value)
+    assert line == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert json.loads(line) == value
+
+
+def test_the_output_line_never_carries_a_lone_surrogate() -> None:
+    line = result_json({"text": "a\ud800b", "\udfff": 1})
+    line.encode("utf-8")
+    assert json.loads(line) == {"text": "a\ufffdb", "\ufffd": 1}
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_the_output_line_refuses_non_finite_numbers(number: float) -> None:
+    with pytest.raises(ValueError):
+        result_json({"x": number})
+
+
+def test_the_encoded_size_counts_utf8_bytes_after_escaping() -> None:
+    assert encoded_size("abc") == 5
+    assert encoded_size("é") == 4
+    assert encoded_size("\u2028") == 8
+    assert encoded_size('"\n\x01') == 2 + 2 + 2 + 6
+    assert encoded_size({"a": [1, 2]}) == len('{"a":[1,2]}')

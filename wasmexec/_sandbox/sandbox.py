@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any
 
 import anyio
@@ -17,6 +19,7 @@ from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
+from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import Runtime, default_runtime
 from wasmexec._toolhost import NoTools, ToolHost
@@ -164,12 +167,26 @@ class Sandbox:
 
         `approver` is asked (blocking) before calls that need approval; without one they are denied.
         `progress` hears about each tool call; `control` lets another thread stop the run.
+
+        Ctrl-C: on the main thread, while SIGINT has Python's default handler, a SIGINT
+        stops the run (its result says ``cancelled`` and is audited), then `run_sync`
+        raises KeyboardInterrupt. A KeyboardInterrupt raised where the signal lands,
+        inside wasmtime's callbacks, would crash the process, so the default handler is
+        swapped for one that stops the run, and restored afterwards. Any other handler
+        is left alone (it can stop the run with a `RunControl`).
+
+        Raises:
+            KeyboardInterrupt: SIGINT arrived during the run, which stopped cleanly.
         """
         state = self._new_state(limits)
         state.approver, state.progress = approver, progress
         if control is not None:
             control.attach(state)
-        return self._execute(code, state)
+        with _sigint_stops(state) as interrupted:
+            result = self._execute(code, state)
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        return result
 
     def _new_state(self, limits: Limits | None) -> RunState:
         if self._closed:
@@ -181,8 +198,44 @@ class Sandbox:
     def _execute(self, code: str, state: RunState) -> RunResult:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
-        with self._slots:
-            result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
-        if self.audit is not None:
-            write_run_line(self.audit, result, redactions)
-        return result
+        result: RunResult | None = None
+        redactions = 0
+        try:
+            with self._slots:
+                result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
+            return result
+        except BaseException as exc:  # the run raised (an interrupt, a guest that cannot load): audit it anyway
+            result = host_error_result(state, exc)
+            raise
+        finally:
+            if self.audit is not None and result is not None:
+                write_run_line(self.audit, result, redactions)
+
+
+@contextmanager
+def _sigint_stops(state: RunState) -> Iterator[threading.Event]:
+    """While the run lasts, SIGINT stops it instead of raising KeyboardInterrupt (see `run_sync`)."""
+    interrupted = threading.Event()
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        interrupted.set()
+        state.stop("cancelled")
+
+    previous = _replace_default_sigint_handler(stop)
+    try:
+        yield interrupted
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _replace_default_sigint_handler(handler: Callable[[int, FrameType | None], None]) -> Any:
+    """Installs `handler` if SIGINT has Python's default handler; returns that handler, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None  # signals reach only the main thread
+    try:
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            return None  # someone else handles Ctrl-C (the CLI stops its run through a RunControl)
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main interpreter: signals are not ours to handle
+        return None
