@@ -40,15 +40,14 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from wasmexec._calllog import CallLog
-from wasmexec._envelope import LimitName, ToolTraceEntry
+from wasmexec._envelope import StopReason, ToolTraceEntry
 from wasmexec._limits import Limits
 from wasmexec._toolhost import HostCallError, ToolHost
 
 #: Why a run stopped early: a limit, or a blocking WASI wait the host refused.
-StopReason = LimitName | Literal["blocking_wait"]
 
 #: Calls started and not yet collected: far more than a sensible `gather`, and each one holds a
 #: task, its arguments and a queue slot on the host.
@@ -123,6 +122,9 @@ class RunState:
     """Told about each tool call as it starts (the MCP server turns it into progress notifications)."""
     approvals: list[str] = field(default_factory=list)
     """"APPROVED" or "DENIED", one per call that needed approval."""
+    limits_hit: set[str] = field(default_factory=set)
+    """Limits a host call reported to the guest (`limit-exceeded` errors): the host can vouch for
+    them when the guest's report says one fired. Written on the run thread (see `hostcalls`)."""
     _in_flight: set[Future[Any]] = field(default_factory=set)
     _outcomes: dict[int, str | HostCallError | None] = field(default_factory=dict)
     """Handle → None while the call runs, then its outcome until the guest takes it."""

@@ -113,11 +113,6 @@ def test_ctrl_c_stops_the_run_promptly_prints_the_cancelled_result_and_exits_130
     _assert_cancelled(result)
 
 
-@pytest.mark.xfail(
-    reason="a run stopped while its last statement waits (time.sleep) can end before the next epoch check "
-    "and is then reported ok: wasmexec/_sandbox/run.py should fail a run whose RunState.stop_reason is set",
-    strict=False,
-)
 def test_ctrl_c_during_a_final_sleep_reports_the_run_cancelled(config: Path, runtime: Runtime, tmp_path: Path) -> None:
     result, _, elapsed = _interrupt(config, runtime, tmp_path / "started", "final sleep")
     assert elapsed < PROMPT_S, elapsed

@@ -257,7 +257,6 @@ def test_the_cli_prints_one_strict_json_line_for_a_forged_report_and_audits_it(
     assert line["run_id"] == result["run_id"]
 
 
-@pytest.mark.xfail(strict=True, reason="`wasmexec run` switches to _envelope.result_json in the CLI's branch")
 def test_the_cli_line_escapes_line_separators(runtime: Runtime, tmp_path: Path) -> None:
     done = _cli(runtime, tmp_path, "print('a\\u2028b\\x85c')\nresult = '\\u2029'")
     text = done.stdout.decode("utf-8")

@@ -11,7 +11,6 @@ is 130. A second Ctrl-C ends the process at once (exit 130), without a result li
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import socket
@@ -67,8 +66,10 @@ def command_run(args: argparse.Namespace) -> int:
 
 
 def result_line(result: RunResult) -> str:
-    """The run result as the one JSON line `wasmexec run` prints."""
-    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+    """The run result as the one JSON line `wasmexec run` prints (strict JSON, line separators escaped)."""
+    from wasmexec._envelope import result_json
+
+    return result_json(result)
 
 
 @contextmanager

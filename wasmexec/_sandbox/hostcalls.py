@@ -45,7 +45,8 @@ from wasmtime.component import _linker as wasmtime_linker
 from wasmtime.component._types import FuncType
 
 from wasmexec import _runstate
-from wasmexec._runstate import RunState, StopReason
+from wasmexec._envelope import StopReason
+from wasmexec._runstate import RunState
 from wasmexec._toolhost import (
     MAX_NAME_CHARS,
     MAX_PAYLOAD_BYTES,
@@ -136,6 +137,10 @@ def _wit_text(text: str) -> str:
 
 
 def _error_value(error: HostCallError) -> Record:
+    limit = error.detail.get("limit") if error.kind == "limit-exceeded" else None
+    run = _runstate.current()
+    if isinstance(limit, str) and run is not None:
+        run.limits_hit.add(limit[:64])  # the guest will report it; the result builder checks it was ours
     try:
         detail = json.dumps(error.detail, default=repr) if error.detail else ""
     except (TypeError, ValueError, RecursionError):
@@ -399,10 +404,6 @@ def _add_func(instance: Any, name: str, func: Callable[..., Any], trampoline: An
     )  # fmt: skip
     if error:
         raise WasmtimeError._from_ptr(error)
-
-
-class BlockingWaitRefused(Exception):
-    """Kept for importers: a refused blocking wait is now `RunState.stop_reason == "blocking_wait"`."""
 
 
 def _refuse_blocking_wait(store: Any, *args: Any) -> Any:

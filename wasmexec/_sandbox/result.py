@@ -132,7 +132,7 @@ def _approval_state(approvals: list[str]) -> ApprovalState:
 
 def _host_saw(limit: LimitName, state: RunState) -> bool:
     """Whether the host can vouch for a limit the guest says fired."""
-    if limit in _GUEST_REACHED or limit in getattr(state, "limits_hit", ()):  # recorded by host calls, if they do
+    if limit in _GUEST_REACHED or limit in state.limits_hit:
         return True
     return limit == "tool_calls" and state.tool_calls >= state.limits.max_tool_calls
 

@@ -72,6 +72,10 @@ def _run(
             builder.fail_internal(fault)
         else:
             builder.fail_with_limit(reason)
+    elif state.stop_reason is not None:
+        # The guest finished, but only after its deadline or a cancellation reached it in a host
+        # wait (a final sleep returns at the deadline): the limit fired, whatever the guest says.
+        builder.fail_with_limit(state.stop_reason)
     elif report is not None:
         builder.take_report(report)
     logs = output.finish()
@@ -108,8 +112,6 @@ def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used
         return "stack"
     if "memory" in message and ("limit" in message or "minimum" in message or "grow" in message):
         return "memory"
-    if isinstance(fault, _hostcalls.BlockingWaitRefused):
-        return "blocking_wait"
     if not isinstance(fault, (Trap, WasmtimeError)):
         return None
     return "trap:" + _trap_cause(message)
