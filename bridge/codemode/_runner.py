@@ -62,7 +62,12 @@ def run_to_json(code: str, options_json: str) -> str:
             stream.flush()
         except Exception:
             pass
-    return json.dumps(report, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps(report, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (result = "\ud800") cannot cross the WIT string: escape all
+        text = json.dumps(report, ensure_ascii=True, separators=(",", ":"))
+    return text
 
 
 def _safe_str(value: object) -> str:
@@ -160,7 +165,7 @@ class _Run:
             return self._report(None)
         for note in notes[:20]:
             self._diagnose("warning", "RESULT_NOT_JSON", note, _HINTS["RESULT_NOT_JSON"])
-        size = len(data_json.encode("utf-8"))
+        size = len(data_json.encode("utf-8", "surrogatepass"))  # a lone surrogate is the host's to replace
         if size > self.max_result_bytes:
             self._limit(
                 "result_bytes",

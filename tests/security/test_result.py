@@ -70,6 +70,12 @@ def test_a_very_deeply_nested_result_is_refused_instead_of_crashing(runtime: Run
     assert_host_survives(runtime)
 
 
+def test_a_lone_surrogate_in_an_honest_result_comes_back_replaced(runtime: Runtime) -> None:
+    result = run(runtime, "print('a\\ud800b')\nresult = {'text': '\\ud800', '\\udfff': 1}")
+    assert data_of(result) == {"text": "\ufffd", "\ufffd": 1}
+    validate_run_result(result)
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="freeing a nested container 2000 levels deep exhausts the wasm call stack (native CPython's "

@@ -32,8 +32,9 @@ _LIMIT_CODE = "SANDBOX_LIMIT"
 _LIMITS = set(get_args(LimitName))
 _SEVERITIES = {"error", "warning", "info"}
 _TEXT_FIELDS = ("hint", "path", "error_class")
-# Only an escape can put a surrogate into parsed JSON (the WIT string itself is valid UTF-8).
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# A surrogate reaches parsed data through an escape in data_json, or raw: data_json is itself a
+# string in the report, and the report's own escapes can put a raw lone surrogate into it.
+_SURROGATE_ESCAPE = re.compile("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 # Only an exponent of 3+ digits or a run of 309+ digits can overflow a float to infinity.
 _MAYBE_HUGE = re.compile(r"[eE]\+?[0-9]{3}|(?<![0-9])[0-9]{309}")
 _KEEP_BRACKETS_AND_QUOTES = bytes(range(256)).translate(None, b'[]{}"')
