@@ -203,17 +203,17 @@ class Sandbox:
         try:
             with self._slots:
                 result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
-            if state.interruption is not None:
-                # A KeyboardInterrupt a handler of yours raised inside a wasmtime callback was caught there
-                # (it must not cross into wasmtime) and stopped the run as cancelled; it is raised here.
-                raise state.interruption
-            return result
         except BaseException as exc:  # the run raised (an interrupt, a guest that cannot load): audit it anyway
             result = host_error_result(state, exc)
             raise
         finally:
             if self.audit is not None and result is not None:
                 write_run_line(self.audit, result, redactions)
+        if state.interruption is not None:
+            # A KeyboardInterrupt a handler of yours raised inside a wasmtime callback was caught there (it
+            # must not cross into wasmtime) and stopped the run as cancelled; it is raised now, audited.
+            raise state.interruption
+        return result
 
 
 @contextmanager
