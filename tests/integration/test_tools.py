@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of, log_text
-from tests.integration.conftest import SECRET
-from wasmexec import Limits, Sandbox
+from tests.integration.conftest import SECRET, SERVERS
+from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._tools.broker import Broker
+from wasmexec._tools.config import parse_config
+from wasmexec._tools.policy import Policy
 
 
 def test_list_servers_names_every_configured_server_with_its_module(tool_sandbox: Sandbox) -> None:
@@ -120,7 +125,8 @@ except SchemaValidationError as exc:
     assert "number" in data["errors"][0]["expected"] and "soon" in data["errors"][0]["received"]
     assert data["detail"]["tool"] == "sleep_for" and data["detail"]["export_name"] == "sleep_for"
     assert isinstance(data["detail"]["example"]["seconds"], (int, float))
-    assert result["tool_trace"] == []  # the server never saw the call
+    (entry,) = result["tool_trace"]  # the attempt is traced, though the server never saw it
+    assert entry["ok"] is False and entry["error"].startswith("invalid-argument: sleep_for() arguments")
 
 
 def test_unknown_tools_and_servers_suggest_close_names(tool_sandbox: Sandbox) -> None:
@@ -204,3 +210,17 @@ def test_a_hanging_tool_never_holds_the_run_past_its_deadline(tool_sandbox: Sand
     assert data_of(tool_sandbox.run_sync("import servers.everything as ev\nawait ev.echo(message='still')")) == (
         "Echo: still"
     )
+
+
+def test_policy_globs_on_python_names_deny_the_protocol_tool(runtime: Runtime, tmp_path: Path) -> None:
+    # `tools list` shows awkward-names' `fetch_HTTPResponse` as `awkward_names.fetch_http_response`.
+    config = parse_config({"mcpServers": {"awkward-names": {"command": sys.executable,
+                                                            "args": [str(SERVERS / "awkward.py")]}}})  # fmt: skip
+    for glob in ("awkward_names.fetch_http_response", "awkward-names.fetch_http_*"):
+        with (tmp_path / "servers.log").open("a") as errlog, Broker(
+            config, policy=Policy(deny=(glob,)), errlog=errlog, warn=lambda m: None
+        ) as broker:  # fmt: skip
+            sandbox = Sandbox(Limits(timeout_ms=20_000), runtime=runtime, tools=broker)
+            code = "import servers.awkward_names as aw\nawait aw.fetch_http_response(url='https://example.com/')"
+            error = error_of(sandbox.run_sync(code))
+            assert error["type"] == "ApprovalDeniedError" and "fetch_HTTPResponse" in error["message"], glob
