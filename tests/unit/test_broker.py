@@ -420,3 +420,38 @@ def test_mcp_and_transport_errors_map_to_one_guest_error_kind_each(exc: Exceptio
 def test_a_host_call_error_passes_through_unchanged() -> None:
     error = HostCallError("denied", "no")
     assert mcp_errors.to_host_error(error, "x", "t") is error
+
+
+# -- replies over the size cap are dropped as they arrive ---------------------------------------
+
+
+def test_the_line_reader_drops_an_oversized_line_as_it_arrives_and_keeps_the_rest() -> None:
+    from wasmexec._tools.transports import LineSplitter
+
+    lines = LineSplitter(limit=100)
+    out = [*lines.feed(b'{"a":1}\n{"jsonrpc":"2.0","id":7,"result":{"text":"'), *lines.feed(b"x" * 10_000)]
+    assert out == [b'{"a":1}'] and len(lines._buffer) == 0  # nothing of the big line is held but its edges
+    out = lines.feed(b'"}}\n{"b":2}\n{"c"')
+    assert out[1:] == [b'{"b":2}'] and out[0].size > 10_000 and out[0].request_id() == 7  # type: ignore[union-attr]
+    assert lines.feed(b":3}\n") == [b'{"c":3}']
+
+
+@pytest.mark.parametrize(
+    ("line", "request_id", "is_request"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"result":{"content":[' + b"x" * 300, 7, False),  # Python SDK order
+        (b'{"jsonrpc":"2.0","id":"r-1","error":{"message":"' + b"x" * 300, "r-1", False),
+        (b'{"result":{"content":[{"text":"' + b"x" * 300 + b'"}]},"jsonrpc":"2.0","id":12}', 12, False),  # TS order
+        (b'{"result":{"text":"' + b"x" * 300 + b'","id":3}}', None, False),  # a nested "id" is not the message's
+        (b'{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":{"x":"' + b"x" * 300, None, True),
+        (b'{"method":"notifications/message","params":{"data":"' + b"x" * 300, None, True),
+    ],
+)  # fmt: skip
+def test_an_oversized_message_fails_only_the_request_it_answers(
+    line: bytes, request_id: object, is_request: bool
+) -> None:
+    from wasmexec._tools.transports import LineSplitter
+
+    (oversized,) = LineSplitter(limit=100).feed(line + b"\n")
+    assert not isinstance(oversized, bytes)
+    assert oversized.request_id() == request_id and oversized.is_request() is is_request

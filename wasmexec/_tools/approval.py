@@ -1,4 +1,9 @@
-"""The approval question: what the user sees before a call that needs approval runs.
+"""Approvals: what the user is asked before a call that needs approval, and what is recorded.
+
+`settle` decides a call's approval from the policy's decision: no approval needed,
+approved in advance (``--approve``, ``pre_approved``), or asked of the run's approver.
+It adds "APPROVED" or "DENIED" to `run.approvals` for every call that needed approval
+and returns the word the audit line records.
 
 The question shows the call whole (server, tool, every argument as indented JSON) or
 not at all: a question longer than `MAX_QUESTION_CHARS` is never shown cut, the call
@@ -18,9 +23,17 @@ from __future__ import annotations
 
 import json
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
 
 from wasmexec._toolhost import HostCallError
+
+if TYPE_CHECKING:
+    from wasmexec._redact import Redactor
+    from wasmexec._runstate import RunState
+    from wasmexec._tools.catalog import ToolEntry
+    from wasmexec._tools.policy import Decision
 
 #: A question longer than this is refused, not cut: an approval dialog or a terminal shows
 #: about this much at once, and anything the user cannot see must not be approved.
@@ -78,3 +91,44 @@ def approval_request(
         )
     return {"server_id": server_id, "tool_name": tool_name, "annotations": annotations, "arguments": arguments,
             "question": question}  # fmt: skip
+
+
+async def settle(
+    run: RunState, entry: ToolEntry, arguments: dict[str, Any], decision: Decision, redactor: Redactor
+) -> tuple[str, HostCallError | None]:
+    """(the audit's approval word, the refusal if the call may not go ahead).
+
+    Words: "not_required", "pre_approved", "approved", "denied", "no_one_to_ask", "too_large_to_show".
+    """
+    if decision in ("allow", "deny"):
+        return "not_required", None
+    if decision == "pre_approved":
+        run.approvals.append("APPROVED")
+        return "pre_approved", None
+    if run.approver is None:
+        run.approvals.append("DENIED")
+        return "no_one_to_ask", _not_approved(entry, "no_one_to_ask")
+    shown, _ = redactor.redact(arguments)
+    try:
+        request = approval_request(entry.server_id, entry.tool_name, entry.tool.get("annotations") or {}, shown)
+    except HostCallError as refusal:
+        run.approvals.append("DENIED")
+        return "too_large_to_show", refusal
+    try:
+        accepted = await anyio.to_thread.run_sync(run.approver, request, abandon_on_cancel=True) is True
+    except Exception:  # an approver that fails has not approved
+        accepted = False
+    run.approvals.append("APPROVED" if accepted else "DENIED")
+    return ("approved", None) if accepted else ("denied", _not_approved(entry, "denied"))
+
+
+def _not_approved(entry: ToolEntry, approval: str) -> HostCallError:
+    name = visible(f"{entry.server_id}.{entry.tool_name}")
+    if approval == "no_one_to_ask":
+        return HostCallError(
+            "denied", f"{name} needs the user's approval and there is no one to ask",
+            "Use an MCP client that supports elicitation, pre-approve it (wasmexec run --approve GLOB), "
+            "or change the host's policy.",
+        )  # fmt: skip
+    return HostCallError("denied", f"the user did not approve {name}",
+                         "Do not retry the same call; ask the user or do something else.")  # fmt: skip

@@ -44,13 +44,12 @@ from wasmexec._calllog import CANCELLED
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
 from wasmexec._toolhost import HostCallError, encode_payload, internal_error
-from wasmexec._tools import mcp_errors
+from wasmexec._tools import approval, mcp_errors
 from wasmexec._tools import stubs as _stubs
-from wasmexec._tools.approval import approval_request
 from wasmexec._tools.catalog import DETAILS, SPEC_VERSION, Catalog, ToolEntry
 from wasmexec._tools.config import Config
 from wasmexec._tools.naming import export_names, module_names
-from wasmexec._tools.policy import Decision, Policy, RateLimiter, tool_names
+from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
 from wasmexec._tools.pool import ClientFactory, Listing, Pool, ServerUnavailable
 from wasmexec._tools.schema_cache import SchemaCache, cache_key, warn_runtime
 from wasmexec._tools.validation import validate_arguments
@@ -107,9 +106,7 @@ class Broker:
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr,
                          client_factory=client_factory)  # fmt: skip
         self._generation: dict[str, int] = {}
-        self._modules = module_names(config.servers)
-        self._policy_names: dict[str, set[str]] = {}  # server id → every name of its tools, once listed
-        self._policy_warned: set[str] = set()
+        self._unmatched = UnmatchedGlobs(self.policy, module_names(config.servers))
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._pool_cm: Any = None
@@ -245,37 +242,23 @@ class Broker:
         catalog = Catalog(self.config.servers, fetch)
         if run is not None:
             run.catalog = catalog
-            self._check_policy(self._cached_listings())  # the first run: what is known without starting anything
+            self._check_policy()
         return catalog
 
     # -- policy globs that match nothing ------------------------------------------------------
-    def _cached_listings(self) -> dict[str, Listing]:
-        found = {}
-        for server_id in self.config.servers:
-            entry = self.cache.get_stale(self._key(server_id))
-            if entry is not None:
-                found[server_id] = Listing.from_json(entry.value)
-        return found
+    def _check_policy(self, listings: dict[str, Listing] | None = None) -> None:
+        """Warns (once each) about policy globs that match no tool, as listings become known.
 
-    def _check_policy(self, listings: dict[str, Listing]) -> None:
-        """Warns (once each) about policy globs that match no tool; checked whenever listings arrive.
-
-        Until every configured server has been listed, only globs that can match no configured
-        server are reported (`Policy.unmatched_globs` with ``complete=False``)."""
-        for server_id, listing in listings.items():
-            if server_id not in self._policy_names:
-                exports = export_names(tool["name"] for tool in listing.tools)
-                self._policy_names[server_id] = {
-                    name for tool, export in exports.items()
-                    for name in tool_names(server_id, tool, export, self._modules[server_id])
-                }  # fmt: skip
-        names = set().union(*self._policy_names.values())
-        complete = len(self._policy_names) == len(self.config.servers)
-        prefixes = {*self.config.servers, *self._modules.values()}
-        for warning in self.policy.unmatched_globs(names, prefixes, complete=complete):
-            if warning not in self._policy_warned:
-                self._policy_warned.add(warning)
-                self._warn(warning)
+        Without `listings` (a run's first catalog): whatever the cache knows, starting nothing."""
+        if listings is None:
+            cached = {
+                sid: self.cache.get_stale(self._key(sid)) for sid in self.config.servers if self._unmatched.wants(sid)
+            }
+            listings = {sid: Listing.from_json(entry.value) for sid, entry in cached.items() if entry is not None}
+        tools = {sid: export_names(tool["name"] for tool in listing.tools).items()
+                 for sid, listing in listings.items() if self._unmatched.wants(sid)}  # fmt: skip
+        for warning in self._unmatched.check(tools):
+            self._warn(warning)
 
     # -- ToolHost ---------------------------------------------------------------------------
     def catalog(self, run: RunState, op: str, request: Any) -> Any:
@@ -348,7 +331,10 @@ class Broker:
 
     async def _call(self, call: _Call, decision: Decision) -> str:
         try:
-            await self._approve(call, decision)
+            call.approval, refusal = await approval.settle(call.run, call.entry, call.arguments, decision,
+                                                           self.redactor)  # fmt: skip
+            if refusal is not None:
+                raise refusal
             await self._wait_for_rate(call.run, call.entry)
             result = await self.pool.call_tool(call.entry.server_id, call.entry.tool_name, call.arguments,
                                                call.run.remaining())  # fmt: skip
@@ -358,8 +344,8 @@ class Broker:
             raise
         except Exception as exc:
             error = mcp_errors.to_host_error(exc, call.entry.server_id, call.entry.tool_name)
-            if error.kind == "invalid-argument" and error.detail.get("code") is not None:
-                self.cache.invalidate(self._key(call.entry.server_id))  # the server disagrees with the schema we have
+            if mcp_errors.schema_disagreement(error):
+                self.cache.invalidate(self._key(call.entry.server_id))  # the next run lists its tools again
             self._end(call, error=error, cancelled=isinstance(exc, mcp_errors.DeadlineReached))
             raise error from None
         self._end(call, text=text)
@@ -370,35 +356,6 @@ class Broker:
         if result.is_error:
             raise mcp_errors.tool_error(result)
         return unwrap(result)
-
-    async def _approve(self, call: _Call, decision: Decision) -> None:
-        """Settles the approval of a call; raises `denied` unless it may go ahead."""
-        run, entry = call.run, call.entry
-        if decision == "allow":
-            return
-        if decision == "pre_approved":
-            call.approval = "pre_approved"
-            run.approvals.append("APPROVED")
-            return
-        call.approval = "no_one_to_ask"
-        if run.approver is None:
-            run.approvals.append("DENIED")
-            raise _not_approved(entry, call.approval)
-        shown, _ = self.redactor.redact(call.arguments)
-        try:
-            request = approval_request(entry.server_id, entry.tool_name, entry.tool.get("annotations") or {}, shown)
-        except HostCallError:
-            call.approval = "too_large_to_show"
-            run.approvals.append("DENIED")
-            raise
-        try:
-            accepted = await anyio.to_thread.run_sync(run.approver, request, abandon_on_cancel=True) is True
-        except Exception:
-            accepted = False
-        call.approval = "approved" if accepted else "denied"
-        run.approvals.append("APPROVED" if accepted else "DENIED")
-        if not accepted:
-            raise _not_approved(entry, call.approval)
 
     async def _wait_for_rate(self, run: RunState, entry: ToolEntry) -> None:
         delay = self._rates.delay(entry.server_id)
@@ -442,18 +399,6 @@ class _Call:
 
     def elapsed_ms(self) -> float:
         return round((time.monotonic() - self.started) * 1000, 3)
-
-
-def _not_approved(entry: ToolEntry, approval: str) -> HostCallError:
-    name = f"{entry.server_id}.{entry.tool_name}"
-    if approval == "no_one_to_ask":
-        return HostCallError(
-            "denied", f"{name} needs the user's approval and there is no one to ask",
-            "Use an MCP client that supports elicitation, pre-approve it (wasmexec run --approve GLOB), "
-            "or change the host's policy.",
-        )  # fmt: skip
-    return HostCallError("denied", f"the user did not approve {name}",
-                         "Do not retry the same call; ask the user or do something else.")  # fmt: skip
 
 
 def _text(request: dict[str, Any], key: str) -> str:

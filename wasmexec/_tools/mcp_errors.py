@@ -141,6 +141,13 @@ def _from_mcp_error(error: BaseException, server_id: str, tool_name: str, *codes
     )
 
 
+def schema_disagreement(error: HostCallError) -> bool:
+    """Whether the server rejected arguments that passed our check of its schema (ours may be stale)."""
+    from mcp_types import INVALID_PARAMS
+
+    return error.kind == "invalid-argument" and error.detail.get("code") == INVALID_PARAMS
+
+
 def tool_error(result: CallToolResult) -> HostCallError:
     """The error of a result with ``isError``: the server's own text."""
     from mcp.types import TextContent

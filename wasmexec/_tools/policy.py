@@ -25,8 +25,9 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -103,6 +104,45 @@ class Policy:
                 if complete or _names_no_server(glob, prefixes):
                     warnings.append(f"policy {setting} glob {glob!r} matches no tool of the configured servers")
         return warnings
+
+
+class UnmatchedGlobs:
+    """Finds the policy's globs that match no tool as server listings become known; each warning once.
+
+    Until every configured server has been listed, only globs that can match no configured
+    server are reported (`Policy.unmatched_globs` with ``complete=False``). Thread-safe: runs
+    on several threads report their listings.
+    """
+
+    def __init__(self, policy: Policy, modules: Mapping[str, str]) -> None:
+        """`modules`: every configured server id → its Python module name."""
+        self._policy = policy
+        self._modules = modules
+        self._globs = any(glob != "*" for setting in GLOB_SETTINGS for glob in getattr(policy, setting))
+        self._names: dict[str, set[str]] = {}  # server id → every name of its tools
+        self._warned: set[str] = set()
+        self._lock = threading.Lock()
+
+    def wants(self, server_id: str) -> bool:
+        """Whether the tools of `server_id` are still needed (nothing to check, or already known: no)."""
+        return self._globs and server_id in self._modules and server_id not in self._names
+
+    def check(self, listed: Mapping[str, Iterable[tuple[str, str]]]) -> list[str]:
+        """New warnings, given (protocol name, Python name) of each tool of some servers."""
+        if not self._globs:
+            return []
+        with self._lock:
+            for server_id, tools in listed.items():
+                if self.wants(server_id):
+                    module = self._modules[server_id]
+                    self._names[server_id] = {name for tool, export in tools
+                                              for name in tool_names(server_id, tool, export, module)}  # fmt: skip
+            names = set().union(*self._names.values())
+            complete = len(self._names) == len(self._modules)
+            found = self._policy.unmatched_globs(names, {*self._modules, *self._modules.values()}, complete=complete)
+            fresh = [warning for warning in found if warning not in self._warned]
+            self._warned.update(fresh)
+            return fresh
 
 
 def _matches(names: Iterable[str], globs: Iterable[str]) -> bool:

@@ -53,8 +53,13 @@ _EDGE_BYTES = 256
 HTTP_TIMEOUT_S = 30.0
 
 _ID = rb'(-?\d{1,20}|"(?:[^"\\]|\\.){0,200}")'
-_ID_FIRST = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID)
-_ID_LAST = re.compile(rb'"id"\s*:\s*' + _ID + rb"\s*\}\s*\Z")
+# A response is {"jsonrpc", "id", "result"|"error"} (Python SDK order) or {"result"|"error", "jsonrpc", "id"}
+# (TypeScript SDK order); a request or notification has "method" instead and is never answered for.
+_RESPONSE_ID_FIRST = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID
+                                + rb'\s*,\s*"(?:result|error)"\s*:')  # fmt: skip
+_RESPONSE_ID_LAST_HEAD = re.compile(rb'\A\s*\{\s*"(?:result|error)"\s*:')
+_RESPONSE_ID_LAST = re.compile(rb'"id"\s*:\s*' + _ID + rb"\s*\}\s*\Z")
+_METHOD = re.compile(rb'\A\s*\{[^{}\[\]]{0,200}"method"\s*:')
 
 
 def too_large_message(size: int) -> str:
@@ -77,12 +82,18 @@ class _Oversized:
         self.size += len(piece)
 
     def request_id(self) -> int | str | None:
-        """The JSON-RPC id of the message, if its first or last bytes show it."""
-        found = _ID_FIRST.match(self.head) or _ID_LAST.search(self.tail)
+        """The JSON-RPC id of the response this was, if its first or last bytes show it."""
+        found = _RESPONSE_ID_FIRST.match(self.head)
+        if found is None and _RESPONSE_ID_LAST_HEAD.match(self.head):
+            found = _RESPONSE_ID_LAST.search(self.tail)
         if found is None:
             return None
         value = json.loads(found.group(1))
         return value if isinstance(value, (int, str)) else None
+
+    def is_request(self) -> bool:
+        """Whether this was a request or notification from the server (nothing waits for it here)."""
+        return _METHOD.match(self.head) is not None
 
 
 class LineSplitter:
@@ -130,6 +141,9 @@ def _message(line: bytes | _Oversized, encoding: str, errors: str) -> SessionMes
 
     if isinstance(line, _Oversized):
         request_id = line.request_id()
+        if request_id is None and line.is_request():
+            logger.warning("Dropped a %d-byte message from an MCP server: over the size cap", line.size)
+            return None
         if request_id is None:
             return _UnanswerableReply(too_large_message(line.size))
         error = ErrorData(code=INTERNAL_ERROR, message=too_large_message(line.size))
