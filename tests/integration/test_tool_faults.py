@@ -91,24 +91,6 @@ def test_the_breaker_opens_after_repeated_failures_and_fails_fast(runtime: Runti
     assert "paused" in messages[3]  # the breaker is open: no new start was attempted
 
 
-def test_the_breaker_lets_a_trial_call_through_after_its_cooldown() -> None:
-    from wasmexec._tools.pool import Breaker, ServerUnavailable
-
-    now = [0.0]
-    breaker = Breaker(threshold=2, cooldown_s=30, clock=lambda: now[0])
-    breaker.failed()
-    breaker.check("s")  # one failure: still closed
-    breaker.failed()
-    with pytest.raises(ServerUnavailable, match="paused"):
-        breaker.check("s")
-    now[0] = 31.0
-    breaker.check("s")  # half-open: the trial goes through
-    with pytest.raises(ServerUnavailable):
-        breaker.check("s")  # others wait for the trial's outcome
-    breaker.succeeded()
-    breaker.check("s")
-
-
 def test_garbage_on_a_servers_stdout_does_not_break_its_calls(runtime: Runtime, tmp_path: Path) -> None:
     with _broker({"garbage": _script("garbage.py")}, tmp_path) as broker:
         sandbox = _sandbox(runtime, broker)

@@ -21,21 +21,15 @@ def test_list_servers_names_every_configured_server_with_its_module(tool_sandbox
     assert len(modules) == 7
 
 
-def test_describe_server_reports_name_version_and_tool_count(tool_sandbox: Sandbox) -> None:
-    data = data_of(tool_sandbox.run_sync("from codemode import discovery\ndiscovery.describe_server('slow')"))
-    assert data["server_name"] == "slow" and data["version"] == "1.0.0" and data["tool_count"] == 1
-
-
-def test_list_tools_detail_levels_add_fields(tool_sandbox: Sandbox) -> None:
+def test_the_guest_asks_for_each_detail_level(tool_sandbox: Sandbox) -> None:
+    # The fields of each level are tested fast in tests/unit/test_broker.py; this is the guest's path.
     code = """
 from codemode import discovery
-result = {d: discovery.list_tools("slow", detail=d)[0] for d in ("name", "description", "full")}
+result = {d: sorted(discovery.list_tools("slow", detail=d)[0]) for d in ("name", "description", "full")}
 """
     data = data_of(tool_sandbox.run_sync(code))
-    assert set(data["name"]) == {"tool_name", "export_name"}
-    assert set(data["description"]) == {"tool_name", "export_name", "description", "annotations"}
-    assert {"input_schema", "output_schema", "signature"} <= set(data["full"])
-    assert data["full"]["signature"].startswith("async def sleep_for(")
+    assert data["name"] == ["export_name", "tool_name"] and "description" in data["description"]
+    assert "input_schema" in data["full"]
 
 
 def test_awkward_tool_names_map_to_python_names_by_the_documented_rules(tool_sandbox: Sandbox) -> None:

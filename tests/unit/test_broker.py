@@ -44,7 +44,7 @@ from wasmexec._tools import mcp_errors
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import ServerConfig, parse_config
 from wasmexec._tools.policy import Policy
-from wasmexec._tools.pool import DeadlineReached, Pool, ServerBusy, ServerUnavailable
+from wasmexec._tools.pool import Breaker, DeadlineReached, Pool, ServerBusy, ServerUnavailable
 
 WAIT_S = 20.0  # generous bound for one call on a noisy machine; calls here take milliseconds
 
@@ -217,6 +217,39 @@ def test_a_call_cut_off_by_the_runs_deadline_is_cancelled_not_a_server_failure(t
     assert [line["outcome"] for line in _audit(tmp_path)] == ["cancelled", "ok"]
 
 
+# -- discovery ----------------------------------------------------------------------------------
+
+
+def test_describe_server_reports_name_version_and_tool_count(tmp_path: Path) -> None:
+    with _broker(tmp_path) as broker:
+        view = broker.catalog(_run(broker), "describe_server", {"server_id": "tools"})
+    assert view["server_name"] == "tools" and view["version"] == "1.0.0" and view["tool_count"] == 5
+    assert view["module"] == "tools"
+
+
+def test_list_tools_detail_levels_add_fields(tmp_path: Path) -> None:
+    with _broker(tmp_path) as broker:
+        run = _run(broker)
+        views = {d: broker.catalog(run, "list_tools", {"server_id": "tools", "detail": d})[0]
+                 for d in ("name", "description", "full")}  # fmt: skip
+        with pytest.raises(HostCallError, match="detail must be one of"):
+            broker.catalog(run, "list_tools", {"server_id": "tools", "detail": "everything"})
+    assert views["name"] == {"tool_name": "get-sum", "export_name": "get_sum"}
+    assert set(views["description"]) == {"tool_name", "export_name", "description", "annotations"}
+    assert {"input_schema", "output_schema", "signature"} <= set(views["full"])
+    assert views["full"]["signature"].startswith("async def get_sum(")
+
+
+def test_unknown_servers_and_tools_are_not_found_with_suggestions(tmp_path: Path) -> None:
+    with _broker(tmp_path) as broker:
+        run = _run(broker)
+        with pytest.raises(HostCallError, match="Did you mean 'tools'") as server:
+            broker.catalog(run, "describe_server", {"server_id": "tool"})
+        with pytest.raises(HostCallError, match="get_sum") as tool:
+            broker.catalog(run, "get_tool", {"server_id": "tools", "tool_name": "get_summ"})
+    assert server.value.kind == tool.value.kind == "not-found" and server.value.detail["what"] == "server"
+
+
 # -- approvals ------------------------------------------------------------------------------------
 
 
@@ -317,6 +350,22 @@ _LATE = Tool(name="late", description="Added right after the server started.", i
 
 
 # -- the breaker: only the server's own failures count ----------------------------------------
+
+
+def test_the_breaker_lets_a_trial_call_through_after_its_cooldown() -> None:
+    now = [0.0]
+    breaker = Breaker(threshold=2, cooldown_s=30, clock=lambda: now[0])
+    breaker.failed()
+    breaker.check("s")  # one failure: still closed
+    breaker.failed()
+    with pytest.raises(ServerUnavailable, match="paused"):
+        breaker.check("s")
+    now[0] = 31.0
+    breaker.check("s")  # half-open: the trial goes through
+    with pytest.raises(ServerUnavailable):
+        breaker.check("s")  # others wait for the trial's outcome
+    breaker.succeeded()
+    breaker.check("s")
 
 
 def test_a_server_that_fails_to_start_opens_its_breaker_after_three_attempts(tmp_path: Path) -> None:
