@@ -504,3 +504,55 @@ def test_an_oversized_message_fails_only_the_request_it_answers(
     (oversized,) = LineSplitter(limit=100).feed(line + b"\n")
     assert not isinstance(oversized, bytes)
     assert oversized.request_id() == request_id and oversized.is_request() is is_request
+
+
+def _http_reply(status: int, body: bytes, **headers: str) -> Any:
+    import httpx2
+
+    request = httpx2.Request("POST", "http://127.0.0.1:1/mcp")
+    return httpx2.Response(status, headers=headers, stream=httpx2.ByteStream(body), request=request)
+
+
+def _read(response: Any) -> bytes:
+    from wasmexec._tools.transports import bound_reply
+
+    async def main() -> bytes:
+        await bound_reply(response)
+        return bytes(await response.aread())
+
+    return anyio.run(main)
+
+
+def test_an_http_reply_over_the_cap_fails_as_it_is_read_and_one_under_it_arrives() -> None:
+    import httpx2
+
+    from wasmexec._tools.transports import MAX_MESSAGE_BYTES
+
+    small = b'{"jsonrpc":"2.0","id":1,"result":{}}'
+    assert _read(_http_reply(200, small, **{"content-type": "application/json"})) == small
+    with pytest.raises(httpx2.StreamError, match="reply too large"):
+        _read(_http_reply(200, b"x" * (MAX_MESSAGE_BYTES + 1), **{"content-type": "application/json"}))
+
+
+def test_a_compressed_http_reply_is_capped_after_decompression() -> None:
+    import gzip
+
+    import httpx2
+
+    from wasmexec._tools.transports import MAX_MESSAGE_BYTES
+
+    bomb = gzip.compress(b"0" * (4 * MAX_MESSAGE_BYTES))  # about 32 KB on the wire
+    assert len(bomb) < 100_000
+    with pytest.raises(httpx2.StreamError, match="reply too large"):
+        _read(_http_reply(200, bomb, **{"content-type": "application/json", "content-encoding": "gzip"}))
+    packed = gzip.compress(b'{"ok":true}')
+    assert _read(_http_reply(200, packed, **{"content-type": "application/json", "content-encoding": "gzip"})) == (
+        b'{"ok":true}'
+    )
+
+
+def test_a_bare_401_becomes_a_json_rpc_error_that_names_it() -> None:
+    body = json.loads(_read(_http_reply(401, b"go away", **{"content-type": "text/plain"})))
+    assert body["error"]["message"].startswith("HTTP 401 Unauthorized")
+    error = mcp_errors.to_host_error(MCPError(body["error"]["code"], body["error"]["message"]), "x", "t")
+    assert error.kind == "authentication"

@@ -250,46 +250,45 @@ async def http_transport(config: ServerConfig) -> AsyncIterator[TransportStreams
     headers = {"Accept-Encoding": "identity", **config.headers}
     async with (
         httpx2.AsyncClient(
-            headers=headers,
-            timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=None),
-            transport=_BoundedReplies(httpx2.AsyncHTTPTransport()),
+            headers=headers, timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=None), event_hooks={"response": [bound_reply]}
         ) as http,  # fmt: skip
         streamable_http_client(config.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES) as streams,
     ):
         yield streams
 
 
-class _BoundedReplies(httpx2.AsyncBaseTransport):
-    """An httpx2 transport whose non-SSE response bodies fail past `MAX_MESSAGE_BYTES` (decoded)."""
+async def bound_reply(response: httpx2.Response) -> None:
+    """An httpx2 response hook: a non-SSE body fails past `MAX_MESSAGE_BYTES`, decoded.
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-        self._inner = inner
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
-        content_type = response.headers.get("content-type", "").lower()
-        if response.status_code in (401, 403) and not content_type.startswith("application/json"):
-            await response.aclose()  # a bare 401/403 would reach the caller as an anonymous "error response"
-            return _credentials_rejected(request, response.status_code)
-        if content_type.startswith("text/event-stream"):
-            return response  # capped per event by the SDK, after decoding
-        encoding = response.headers.get("content-encoding", "identity").lower()
-        assert isinstance(response.stream, httpx2.AsyncByteStream)  # an async transport's response
-        stream = _CappedBody(response.stream, encoding)
-        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() != "content-encoding"]
-        return httpx2.Response(response.status_code, headers=headers, stream=stream, request=request,
-                               extensions=response.extensions)  # fmt: skip
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    Hooks run before the body is read, for every transport of the client (proxies included).
+    A bare 401/403 becomes a JSON-RPC error that names it, instead of the SDK's anonymous
+    "Server returned an error response".
+    """
+    content_type = response.headers.get("content-type", "").lower()
+    if response.status_code in (401, 403) and not content_type.startswith("application/json"):
+        await response.stream.aclose()  # type: ignore[union-attr]
+        _replace_body(response, _credentials_rejected(response.status_code))
+        return
+    if content_type.startswith("text/event-stream"):
+        return  # capped per event by the SDK, after decoding
+    assert isinstance(response.stream, httpx2.AsyncByteStream)  # an async client's response
+    response.stream = _CappedBody(response.stream, response.headers.get("content-encoding", "identity").lower())
+    response.headers.pop("content-encoding", None)  # decoded by _CappedBody, under the cap
 
 
-def _credentials_rejected(request: httpx2.Request, status: int) -> httpx2.Response:
+def _credentials_rejected(status: int) -> bytes:
     from mcp.types import INTERNAL_ERROR
 
     reason = "401 Unauthorized" if status == 401 else "403 Forbidden"
     error = {"code": INTERNAL_ERROR, "message": f"HTTP {reason}: the server rejected the credentials"}
-    return httpx2.Response(status, json={"jsonrpc": "2.0", "id": None, "error": error}, request=request)
+    return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+
+
+def _replace_body(response: httpx2.Response, body: bytes) -> None:
+    response.stream = httpx2.ByteStream(body)
+    response.headers.pop("content-encoding", None)
+    response.headers["content-type"] = "application/json"
+    response.headers["content-length"] = str(len(body))
 
 
 class _CappedBody(httpx2.AsyncByteStream):
@@ -308,6 +307,11 @@ class _CappedBody(httpx2.AsyncByteStream):
             if size > MAX_MESSAGE_BYTES or (decoder is not None and decoder.unconsumed_tail):
                 raise httpx2.StreamError(too_large_message(MAX_MESSAGE_BYTES))
             yield chunk
+        rest = b"" if decoder is None else decoder.flush()
+        if size + len(rest) > MAX_MESSAGE_BYTES:
+            raise httpx2.StreamError(too_large_message(MAX_MESSAGE_BYTES))
+        if rest:
+            yield rest
 
     async def aclose(self) -> None:
         await self._inner.aclose()
