@@ -9,6 +9,7 @@ replies) is tested in tests/integration and tests/security with real subprocesse
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -266,6 +267,25 @@ def test_the_approver_is_asked_with_the_complete_question_and_its_answer_is_reco
     assert "home/user/documents" in request["question"] and "tools.wipe" in request["question"]
     assert run.approvals == ["APPROVED"] and denied.approvals == ["DENIED"]
     assert [line["approval"] for line in _audit(tmp_path)] == ["approved", "denied"]
+
+
+def test_a_run_that_ends_while_the_user_is_asked_records_the_call_as_cancelled(tmp_path: Path) -> None:
+    asking, answer = threading.Event(), threading.Event()
+
+    def approver(request: dict[str, Any]) -> bool:
+        asking.set()
+        answer.wait(WAIT_S)
+        return True
+
+    with _broker(tmp_path) as broker:
+        run = _run(broker, approver=approver)
+        assert isinstance(_start(run, "wipe", {"paths": ["a"]}), int)
+        assert asking.wait(WAIT_S)
+        run.finish()
+        answer.set()  # too late: the run is over
+    assert run.tool_trace[0]["error"] == CANCELLED
+    (line,) = _audit(tmp_path)
+    assert line["outcome"] == "cancelled" and line["approval"] == "asked"
 
 
 def test_a_pre_approved_call_is_reported_approved_without_asking(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ one audit line (digests and sizes, never arguments or results) with::
               "limit-exceeded", "unavailable", "tool-error", "authentication", ...)
     approval  "not_required"; "pre_approved" (by --approve or the policy's
               pre_approved globs); "approved" / "denied" (the user's answer);
-              "no_one_to_ask"; "too_large_to_show" (refused: the question would be
-              cut); "not_asked" (refused before approval came up)
+              "asked" (the run ended before the answer); "no_one_to_ask";
+              "too_large_to_show" (refused: the question would be cut); "not_asked"
+              (refused before approval came up)
 
 A call that needed approval adds "APPROVED" (approved or pre-approved) or "DENIED"
 to `run.approvals`, which the result's `approval_state` is made of. Threads: the
@@ -330,6 +331,8 @@ class Broker:
         self._audit(run, server_id, tool_name, None, outcome=error.kind, approval="not_asked")
 
     async def _call(self, call: _Call, decision: Decision) -> str:
+        if decision == "approve":
+            call.approval = "asked"  # until the answer comes: a run that ends meanwhile leaves it so
         try:
             call.approval, refusal = await approval.settle(call.run, call.entry, call.arguments, decision,
                                                            self.redactor)  # fmt: skip
