@@ -48,7 +48,7 @@ class AuditLog:
         self.max_bytes = max_bytes
         self.backups = backups
         self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: the audit trail
 
     def write(self, kind: str, **fields: Any) -> None:
         """Appends one line: ``{"time", "kind", **fields}``."""

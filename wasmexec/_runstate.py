@@ -121,7 +121,8 @@ class RunState:
     progress: Callable[[str], Any] | None = None
     """Told about each tool call as it starts (the MCP server turns it into progress notifications)."""
     approvals: list[str] = field(default_factory=list)
-    """"APPROVED" or "DENIED", one per call that needed approval."""
+    """"APPROVED" or "DENIED", one per call that needed approval or was approved in advance; appended
+    by the broker's event-loop thread (`approval.settle`), read by the run thread after `finish`."""
     limits_hit: set[str] = field(default_factory=set)
     """Limits a host call reported to the guest (`limit-exceeded` errors): the host can vouch for
     them when the guest's report says one fired. Written on the run thread (see `hostcalls`)."""

@@ -186,7 +186,9 @@ def test_policy_deny_never_reaches_the_server(setup: dict[str, Path]) -> None:
         return await _call(client, "import servers.files as f\nawait f.move_file(source='a', destination='b')")
 
     result = _run(setup, "auto", body)
-    assert error_of(result)["type"] == "ApprovalDeniedError" and result["tool_trace"] == []
+    assert error_of(result)["type"] == "ApprovalDeniedError"
+    (refused,) = result["tool_trace"]  # traced as refused; the server never saw it
+    assert refused["ok"] is False and refused["error"].startswith("denied:")
 
 
 def test_configured_secrets_are_redacted_and_the_audit_holds_no_plaintext(setup: dict[str, Path]) -> None:

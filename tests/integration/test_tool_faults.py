@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -14,8 +15,10 @@ import pytest
 from tests.helpers import data_of, diagnostic, error_of, free_port, listening
 from tests.integration.conftest import NODE_BIN, SERVERS
 from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._audit import AuditLog
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import parse_config
+from wasmexec._tools.policy import Policy
 from wasmexec._tools.schema_cache import SchemaCache
 
 
@@ -88,24 +91,6 @@ def test_the_breaker_opens_after_repeated_failures_and_fails_fast(runtime: Runti
     assert "paused" in messages[3]  # the breaker is open: no new start was attempted
 
 
-def test_the_breaker_lets_a_trial_call_through_after_its_cooldown() -> None:
-    from wasmexec._tools.pool import Breaker, ServerUnavailable
-
-    now = [0.0]
-    breaker = Breaker(threshold=2, cooldown_s=30, clock=lambda: now[0])
-    breaker.failed()
-    breaker.check("s")  # one failure: still closed
-    breaker.failed()
-    with pytest.raises(ServerUnavailable, match="paused"):
-        breaker.check("s")
-    now[0] = 31.0
-    breaker.check("s")  # half-open: the trial goes through
-    with pytest.raises(ServerUnavailable):
-        breaker.check("s")  # others wait for the trial's outcome
-    breaker.succeeded()
-    breaker.check("s")
-
-
 def test_garbage_on_a_servers_stdout_does_not_break_its_calls(runtime: Runtime, tmp_path: Path) -> None:
     with _broker({"garbage": _script("garbage.py")}, tmp_path) as broker:
         sandbox = _sandbox(runtime, broker)
@@ -173,9 +158,11 @@ def test_closing_the_broker_leaves_no_server_process_behind(runtime: Runtime, tm
     before = _children()
     servers = {"slow": _script("slow.py"), "hang": _script("hang.py"), "crashy": _script("crashy.py")}
     with _broker(servers, tmp_path) as broker:
-        sandbox = _sandbox(runtime, broker, timeout_ms=4000)
-        sandbox.run_sync("import asyncio, servers.slow as s, servers.crashy as c, servers.hang as h\n"
-                         "await asyncio.gather(s.sleep_for(seconds=0), c.ok(), h.hang())")  # fmt: skip
+        sandbox = _sandbox(runtime, broker, timeout_ms=60_000)  # three servers start on a busy machine
+        data_of(sandbox.run_sync("import asyncio, servers.slow as s, servers.crashy as c, servers.hang as h\n"
+                                 "hung = asyncio.ensure_future(h.hang())\n"
+                                 "await asyncio.gather(s.sleep_for(seconds=0), c.ok())\n"
+                                 "await asyncio.sleep(0.2)"))  # fmt: skip
         assert len(_children() - before) >= 3
     deadline = time.monotonic() + 10
     while _children() - before and time.monotonic() < deadline:
@@ -183,13 +170,68 @@ def test_closing_the_broker_leaves_no_server_process_behind(runtime: Runtime, tm
     assert _children() - before == set()
 
 
+def _audited_calls(tmp: Path) -> list[dict[str, object]]:
+    lines = [json.loads(line) for line in (tmp / "audit.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["kind"] == "tool_call"]
+
+
 def test_a_call_still_running_when_the_run_ends_is_cancelled(runtime: Runtime, tmp_path: Path) -> None:
-    with _broker({"hang": _script("hang.py")}, tmp_path) as broker:
+    with _broker({"hang": _script("hang.py")}, tmp_path, audit=AuditLog(tmp_path / "audit.jsonl")) as broker:
         sandbox = _sandbox(runtime, broker)
         code = "import asyncio, servers.hang as h\ntask = asyncio.ensure_future(h.hang())\nawait asyncio.sleep(0.2)"
-        data_of(sandbox.run_sync(code))
+        result = sandbox.run_sync(code)
+        data_of(result)
+        (entry,) = result["tool_trace"]
+        assert entry["ok"] is False and entry["error"].startswith("cancelled")
         # The abandoned call was cancelled: it holds no call slot and the server still answers.
         assert data_of(sandbox.run_sync("import servers.hang as h\nawait h.ok()")) in ("ok", {"result": "ok"})
+    assert [line["outcome"] for line in _audited_calls(tmp_path)] == ["cancelled", "ok"]
+
+
+def test_a_call_cut_off_by_the_deadline_is_recorded_as_cancelled_and_spares_the_breaker(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    with _broker({"hang": _script("hang.py")}, tmp_path, audit=AuditLog(tmp_path / "audit.jsonl")) as broker:
+        sandbox = _sandbox(runtime, broker)
+        assert data_of(sandbox.run_sync("import servers.hang as h\nawait h.ok()")) in ("ok", {"result": "ok"})
+        result = sandbox.run_sync("import servers.hang as h\nawait h.hang()", Limits(timeout_ms=1500))
+        assert error_of(result)["type"] == "SandboxLimitError"
+        (entry,) = result["tool_trace"]
+        assert entry["ok"] is False and entry["error"].startswith("cancelled")
+        for _ in range(3):  # three cut-off calls would open the breaker if they counted as the server's failures
+            sandbox.run_sync("import servers.hang as h\nawait h.hang()", Limits(timeout_ms=300))
+        assert data_of(sandbox.run_sync("import servers.hang as h\nawait h.ok()")) in ("ok", {"result": "ok"})
+    assert [line["outcome"] for line in _audited_calls(tmp_path)] == ["ok"] + ["cancelled"] * 4 + ["ok"]
+
+
+def test_every_refused_call_attempt_is_traced_and_audited(runtime: Runtime, tmp_path: Path) -> None:
+    servers = {"slow": _script("slow.py"), "hang": _script("hang.py")}
+    with _broker(servers, tmp_path, audit=AuditLog(tmp_path / "audit.jsonl"), policy=Policy(deny=("hang.hang",))
+                 ) as broker:  # fmt: skip
+        code = """
+from codemode import _host
+from codemode.errors import CodemodeError
+kinds = []
+for attempt in (lambda: _host.start_call("hang", "ok", []),                        # arguments not an object
+                lambda: _host.start_call("hang", "okay", {}),                      # no such tool
+                lambda: _host.start_call("slow", "sleep_for", {"seconds": "soon"}),  # schema validation
+                lambda: _host.start_call("hang", "hang", {})):                     # denied by policy
+    try:
+        attempt()
+    except CodemodeError as exc:
+        kinds.append(type(exc).__name__)
+result = kinds
+"""
+        result = _sandbox(runtime, broker, timeout_ms=60_000).run_sync(code)  # two servers start on a busy machine
+        assert data_of(result) == ["CodemodeError", "ToolNotFoundError", "SchemaValidationError",
+                                   "ApprovalDeniedError"]  # fmt: skip
+        assert result["result"]["metrics"]["tool_calls"] == 4
+        trace = result["tool_trace"]
+        assert [entry["ok"] for entry in trace] == [False, False, False, False]
+        assert [entry["error"].split(":")[0] for entry in trace] == [
+            "invalid-argument", "not-found", "invalid-argument", "denied"]  # fmt: skip
+    outcomes = sorted(str(line["outcome"]) for line in _audited_calls(tmp_path))
+    assert outcomes == ["denied", "invalid-argument", "invalid-argument", "not-found"]
 
 
 @pytest.fixture
@@ -208,15 +250,15 @@ def test_a_streamable_http_server_is_called_like_a_stdio_one(
         assert data_of(_sandbox(runtime, broker).run_sync(code)) == {"result": 0.1}
 
 
-def test_a_2025_era_list_changed_notification_drops_the_cached_tool_list(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_2025_era_list_changed_notification_reaches_the_broker(runtime: Runtime, tmp_path: Path) -> None:
     # server-everything (TS SDK, 2025-11-25) announces tools/list_changed right after it connects.
     servers = {"everything": {"command": str(NODE_BIN / "mcp-server-everything"), "args": ["stdio"]}}
     with _broker(servers, tmp_path) as broker:
         result = _sandbox(runtime, broker).run_sync("import servers.everything as e\nawait e.echo(message='x')")
         assert data_of(result) == "Echo: x"
         assert broker.pool._connections["everything"]._attempt.client.protocol_version == "2025-11-25"
-        key = broker._key("everything")
         deadline = time.monotonic() + 10
-        while broker.cache.get_stale(key) is not None and time.monotonic() < deadline:
+        while broker._generation.get("everything", 0) == 0 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert broker.cache.get_stale(key) is None  # the next run lists the server again
+        # Heard: a listing taken before it is never cached (one taken after it is; see test_broker).
+        assert broker._generation.get("everything", 0) >= 1

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of, log_text
-from tests.integration.conftest import SECRET
-from wasmexec import Limits, Sandbox
+from tests.integration.conftest import SECRET, SERVERS
+from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._tools.broker import Broker
+from wasmexec._tools.config import parse_config
+from wasmexec._tools.policy import Policy
 
 
 def test_list_servers_names_every_configured_server_with_its_module(tool_sandbox: Sandbox) -> None:
@@ -16,21 +21,15 @@ def test_list_servers_names_every_configured_server_with_its_module(tool_sandbox
     assert len(modules) == 7
 
 
-def test_describe_server_reports_name_version_and_tool_count(tool_sandbox: Sandbox) -> None:
-    data = data_of(tool_sandbox.run_sync("from codemode import discovery\ndiscovery.describe_server('slow')"))
-    assert data["server_name"] == "slow" and data["version"] == "1.0.0" and data["tool_count"] == 1
-
-
-def test_list_tools_detail_levels_add_fields(tool_sandbox: Sandbox) -> None:
+def test_the_guest_asks_for_each_detail_level(tool_sandbox: Sandbox) -> None:
+    # The fields of each level are tested fast in tests/unit/test_broker.py; this is the guest's path.
     code = """
 from codemode import discovery
-result = {d: discovery.list_tools("slow", detail=d)[0] for d in ("name", "description", "full")}
+result = {d: sorted(discovery.list_tools("slow", detail=d)[0]) for d in ("name", "description", "full")}
 """
     data = data_of(tool_sandbox.run_sync(code))
-    assert set(data["name"]) == {"tool_name", "export_name"}
-    assert set(data["description"]) == {"tool_name", "export_name", "description", "annotations"}
-    assert {"input_schema", "output_schema", "signature"} <= set(data["full"])
-    assert data["full"]["signature"].startswith("async def sleep_for(")
+    assert data["name"] == ["export_name", "tool_name"] and "description" in data["description"]
+    assert "input_schema" in data["full"]
 
 
 def test_awkward_tool_names_map_to_python_names_by_the_documented_rules(tool_sandbox: Sandbox) -> None:
@@ -120,7 +119,8 @@ except SchemaValidationError as exc:
     assert "number" in data["errors"][0]["expected"] and "soon" in data["errors"][0]["received"]
     assert data["detail"]["tool"] == "sleep_for" and data["detail"]["export_name"] == "sleep_for"
     assert isinstance(data["detail"]["example"]["seconds"], (int, float))
-    assert result["tool_trace"] == []  # the server never saw the call
+    (entry,) = result["tool_trace"]  # the attempt is traced, though the server never saw it
+    assert entry["ok"] is False and entry["error"].startswith("invalid-argument: sleep_for() arguments")
 
 
 def test_unknown_tools_and_servers_suggest_close_names(tool_sandbox: Sandbox) -> None:
@@ -204,3 +204,17 @@ def test_a_hanging_tool_never_holds_the_run_past_its_deadline(tool_sandbox: Sand
     assert data_of(tool_sandbox.run_sync("import servers.everything as ev\nawait ev.echo(message='still')")) == (
         "Echo: still"
     )
+
+
+def test_policy_globs_on_python_names_deny_the_protocol_tool(runtime: Runtime, tmp_path: Path) -> None:
+    # `tools list` shows awkward-names' `fetch_HTTPResponse` as `awkward_names.fetch_http_response`.
+    config = parse_config({"mcpServers": {"awkward-names": {"command": sys.executable,
+                                                            "args": [str(SERVERS / "awkward.py")]}}})  # fmt: skip
+    for glob in ("awkward_names.fetch_http_response", "awkward-names.fetch_http_*"):
+        with (tmp_path / "servers.log").open("a") as errlog, Broker(
+            config, policy=Policy(deny=(glob,)), errlog=errlog, warn=lambda m: None
+        ) as broker:  # fmt: skip
+            sandbox = Sandbox(Limits(timeout_ms=20_000), runtime=runtime, tools=broker)
+            code = "import servers.awkward_names as aw\nawait aw.fetch_http_response(url='https://example.com/')"
+            error = error_of(sandbox.run_sync(code))
+            assert error["type"] == "ApprovalDeniedError" and "fetch_HTTPResponse" in error["message"], glob

@@ -4,6 +4,7 @@ Not a server itself. Each server script ends with `serve(server)`, which parses 
 
     python tests/servers/<name>.py                     # stdio (the client spawns it)
     python tests/servers/<name>.py --http 8765         # streamable HTTP at http://127.0.0.1:8765/mcp
+    python tests/servers/<name>.py --http 8765 --json-response   # the same, answering plain JSON, not SSE
 
 `server` may be an `MCPServer` or a lowlevel `Server`; both serve the 2025 (initialize) and the
 2026-07-28 (server/discover) protocol eras on either transport.
@@ -33,6 +34,7 @@ def serve(server: MCPServer[Any] | Server[Any], *, http: bool = True, argv: list
     if http:
         parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on PORT (path /mcp)")
         parser.add_argument("--host", default="127.0.0.1", help="address to bind with --http (default 127.0.0.1)")
+        parser.add_argument("--json-response", action="store_true", help="with --http: answer JSON, not SSE")
     args = parser.parse_args(argv)
     port = getattr(args, "http", None)
     if port is None:
@@ -41,5 +43,5 @@ def serve(server: MCPServer[Any] | Server[Any], *, http: bool = True, argv: list
 
     import uvicorn
 
-    app = server.streamable_http_app(host=args.host)
+    app = server.streamable_http_app(host=args.host, json_response=args.json_response)
     uvicorn.run(app, host=args.host, port=port, log_level="warning")

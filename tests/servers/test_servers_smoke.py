@@ -329,6 +329,23 @@ def test_secret_env_reaches_the_server(mode: str) -> None:
     run(body)
 
 
+# --- big -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_big_answers_text_or_many_small_items_of_the_asked_size(mode: str) -> None:
+    async def body() -> None:
+        async with Client(server("big"), mode=mode) as client:
+            assert texts(await client.call_tool("small", {})) == ["ok"]
+            assert texts(await client.call_tool("big_reply", {"size": 1000})) == ["x" * 1000]
+            result = await client.call_tool("big_reply", {"size": 1000, "shape": "items"})
+            assert result.structured_content is not None
+            items = result.structured_content["items"]
+            assert items[:2] == [{"n": 0}, {"n": 1}] and 900 < len(json.dumps(items, separators=(",", ":"))) < 1100
+
+    run(body)
+
+
 # --- streamable HTTP -------------------------------------------------------------------------------
 
 

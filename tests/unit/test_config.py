@@ -33,6 +33,9 @@ def test_stdio_and_http_servers_are_read() -> None:
         ({"type": "sse", "url": "http://x"}, "SSE transport is not supported"),
         ({"command": "x", "bogus": 1}, "unknown keys ['bogus']"),
         ("a string", "expected an object"),
+        ({"command": "x", "timeout": 0}, '"timeout" must be a positive number of seconds'),
+        ({"command": "x", "timeout": "60"}, '"timeout" must be a positive number of seconds'),
+        ({"url": "http://x", "timeout": True}, '"timeout" must be a positive number of seconds'),
     ],
 )
 def test_a_bad_entry_is_skipped_with_a_problem_naming_it(entry: object, message: str) -> None:
@@ -62,3 +65,10 @@ def test_the_fingerprint_ignores_secret_values_but_not_identity() -> None:
     assert fingerprint(base) == fingerprint({"command": "x", "env": {"TOKEN": "two"}})
     assert fingerprint(base) != fingerprint({"command": "y", "env": {"TOKEN": "one"}})
     assert fingerprint(base) != fingerprint({"command": "x", "env": {"OTHER": "one"}})
+
+
+def test_a_servers_own_timeout_is_read_in_seconds_and_defaults_to_none() -> None:
+    config = parse_config({"mcpServers": {"a": {"command": "x", "timeout": 12.5}, "b": {"url": "http://h/mcp"},
+                                          "c": {"url": "http://h/mcp", "timeout": 60}}})  # fmt: skip
+    assert config.servers["a"].timeout == 12.5 and config.servers["c"].timeout == 60.0
+    assert config.servers["b"].timeout is None

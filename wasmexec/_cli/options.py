@@ -114,17 +114,19 @@ def add_run_options(parser: argparse.ArgumentParser, *, ceilings: bool) -> None:
         action="append",
         default=[],
         metavar="GLOB",
-        help="only allow calls matching a 'server.tool' glob (repeatable; replaces a policy's allow-all)",
+        help="only allow calls matching a 'server.tool' glob, protocol or Python names, e.g. 'github.create_*' "
+        "(repeatable; replaces a policy's allow-all)",
     )
     tools.add_argument(
         "--deny",
         action="append",
         default=[],
         metavar="GLOB",
-        help="deny calls matching a 'server.tool' glob (repeatable; deny wins over allow)",
+        help="deny calls matching a 'server.tool' glob, protocol or Python names (repeatable; deny wins)",
     )
     tools.add_argument("--approve", action="append", default=[], metavar="GLOB",
-                       help="pre-approve calls matching a 'server.tool' glob (repeatable)")  # fmt: skip
+                       help="pre-approve calls matching a 'server.tool' glob, protocol or Python names "
+                       "(repeatable)")  # fmt: skip
     add_server_stderr_option(tools)
     files = parser.add_argument_group("files")
     audit = files.add_mutually_exclusive_group()

@@ -1,39 +1,69 @@
 """The tool host: answers the sandbox's discovery queries and tool calls.
 
-Runs on the host, between the guest's host functions (called on wasm worker
-threads) and the async `Pool` (on the broker's own event loop thread, a blocking
-portal). Every call is checked against the run's frozen catalog, validated against
-the tool's input schema before the server sees it, bounded by the run's deadline,
-traced (never its arguments or results) and cancelled when the run ends.
+Runs on the host, between the guest's host functions (called on the run's worker
+thread) and the async `Pool` (on the broker's own event loop thread, a blocking
+portal). Every call is checked against the run's frozen catalog and the policy,
+validated against the tool's input schema before the server sees it, asked of the
+user when it needs approval, bounded by the run's deadline and cancelled when the
+run ends.
+
+Every call attempt, refused or not, leaves one `tool_trace` entry (`run.calls`) and
+one audit line (digests and sizes, never arguments or results) with::
+
+    outcome   "ok"; "cancelled" (the run ended, or its deadline passed, before the
+              answer); or the error kind ("invalid-argument", "not-found", "denied",
+              "limit-exceeded", "unavailable", "tool-error", "authentication", ...)
+    approval  "not_required"; "pre_approved" (by --approve or the policy's
+              pre_approved globs); "approved" / "denied" (the user's answer);
+              "asked" (the run ended before the answer); "no_one_to_ask";
+              "too_large_to_show" (refused: the question would be cut); "not_asked"
+              (refused before approval came up)
+
+A call that needed approval adds "APPROVED" (approved or pre-approved) or "DENIED"
+to `run.approvals`, which the result's `approval_state` is made of. Threads: the
+worker thread runs `catalog`, `start_call` and `refused`; the event loop runs
+`_call` (approval, rate limit, the call, its trace entry and audit line) and writes
+`run.approvals`.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 import anyio.from_thread
+import anyio.to_thread
 
 from wasmexec._audit import AuditLog, digest
+from wasmexec._calllog import CANCELLED
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
-from wasmexec._toolhost import SPEC_VERSION, HostCallError, encode_payload
+from wasmexec._toolhost import SPEC_VERSION, HostCallError, encode_payload, internal_error
+from wasmexec._tools import approval, mcp_errors
 from wasmexec._tools import stubs as _stubs
 from wasmexec._tools.catalog import DETAILS, Catalog, ToolEntry
 from wasmexec._tools.config import Config
-from wasmexec._tools.policy import Decision, Policy, RateLimiter
-from wasmexec._tools.pool import Listing, Pool, ServerUnavailable
-from wasmexec._tools.schema_cache import SchemaCache, cache_key
+from wasmexec._tools.naming import export_names, module_names
+from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
+from wasmexec._tools.pool import ClientFactory, Listing, Pool, ServerUnavailable
+from wasmexec._tools.schema_cache import SchemaCache, cache_key, warn_runtime
 from wasmexec._tools.validation import validate_arguments
+
+if TYPE_CHECKING:
+    from mcp.types import CallToolResult
 
 #: Discovery must answer quickly even when the run has a long deadline.
 MAX_DISCOVERY_WAIT_S = 60.0
 #: Search results per query unless the code asks for more.
 DEFAULT_SEARCH_LIMIT = 10
+#: Listings of a server that announced a change while being listed: once more, then take what came.
+MAX_LISTING_ROUNDS = 2
 
 
 class Broker:
@@ -46,10 +76,11 @@ class Broker:
         cache_path: Path | None = None,
         redactor: Redactor | None = None,
         errlog: TextIO | None = None,
-        warn: Any = None,
+        warn: Callable[[str], None] | None = None,
         cache: SchemaCache | None = None,
         policy: Policy | None = None,
         audit: AuditLog | None = None,
+        client_factory: ClientFactory | None = None,
     ) -> None:
         """
         Args:
@@ -57,22 +88,26 @@ class Broker:
             cache_path: where tool schemas persist between processes; None keeps them in memory.
             redactor: gets every server's env and header values as secrets.
             errlog: where stdio servers' stderr goes (default: this process's stderr).
-            warn: receives cache warnings (default: `warnings.warn`).
+            warn: receives cache and policy warnings (default: a RuntimeWarning).
             cache: a ready SchemaCache (tests inject one with a fake clock); overrides cache_path.
             policy: allow/deny globs, approvals, rate limits (default: allow all, ask before destructive tools).
             audit: where each tool call is recorded (digests and sizes only).
+            client_factory: makes each server's MCP client (default: real stdio/HTTP; tests pass in-process ones).
         """
         self.config = config
         self.redactor = redactor if redactor is not None else Redactor()
         for server in config.servers.values():
             for secret in server.secrets():
                 self.redactor.add_secret(secret)
-        self.cache = cache if cache is not None else SchemaCache(cache_path, warn=warn)
+        self._warn = warn if warn is not None else warn_runtime
+        self.cache = cache if cache is not None else SchemaCache(cache_path, warn=self._warn)
         self.policy = policy if policy is not None else Policy()
         self.audit = audit
         self._rates = RateLimiter(self.policy.rate_limits)
-        self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr)
+        self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr,
+                         client_factory=client_factory)  # fmt: skip
         self._generation: dict[str, int] = {}
+        self._unmatched = UnmatchedGlobs(self.policy, module_names(config.servers))
         self._portal_cm: Any = None
         self._portal: anyio.from_thread.BlockingPortal | None = None
         self._pool_cm: Any = None
@@ -130,7 +165,10 @@ class Broker:
     ) -> dict[str, Listing]:
         """Listings from the cache, else from the servers in parallel; stale ones if a server fails.
 
-        A server that can be listed neither way is left out; why goes to `warnings` and `problems`."""
+        A server that can be listed neither way is left out; why goes to `warnings` and `problems`.
+        A server that announces a change while it is being listed is listed once more, so the
+        listing cached is the one after the change (the TypeScript servers announce one right
+        after connecting; without this, every new process would start them again)."""
         found: dict[str, Listing] = {}
         missing = []
         for server_id in server_ids:
@@ -139,13 +177,18 @@ class Broker:
                 found[server_id] = Listing.from_json(entry.value)
             else:
                 missing.append(server_id)
-        if missing:
+        for _ in range(MAX_LISTING_ROUNDS):
+            if not missing:
+                break
             generations = {server_id: self._generation.get(server_id, 0) for server_id in missing}
             fetched = self.portal.call(self._list_many, missing, min(timeout, MAX_DISCOVERY_WAIT_S))
+            changed = {sid for sid in fetched if self._generation.get(sid, 0) != generations[sid]}
+            missing = [sid for sid, outcome in fetched.items() if isinstance(outcome, Listing) and sid in changed]
             for server_id, outcome in fetched.items():
                 found.update(self._settle(server_id, outcome, warnings, generations[server_id]))
                 if isinstance(outcome, ServerUnavailable) and problems is not None:
                     problems[server_id] = str(outcome)
+        self._check_policy(found)
         return found
 
     def _settle(
@@ -200,7 +243,23 @@ class Broker:
         catalog = Catalog(self.config.servers, fetch)
         if run is not None:
             run.catalog = catalog
+            self._check_policy()
         return catalog
+
+    # -- policy globs that match nothing ------------------------------------------------------
+    def _check_policy(self, listings: dict[str, Listing] | None = None) -> None:
+        """Warns (once each) about policy globs that match no tool, as listings become known.
+
+        Without `listings` (a run's first catalog): whatever the cache knows, starting nothing."""
+        if listings is None:
+            cached = {
+                sid: self.cache.get_stale(self._key(sid)) for sid in self.config.servers if self._unmatched.wants(sid)
+            }
+            listings = {sid: Listing.from_json(entry.value) for sid, entry in cached.items() if entry is not None}
+        tools = {sid: export_names(tool["name"] for tool in listing.tools).items()
+                 for sid, listing in listings.items() if self._unmatched.wants(sid)}  # fmt: skip
+        for warning in self._unmatched.check(tools):
+            self._warn(warning)
 
     # -- ToolHost ---------------------------------------------------------------------------
     def catalog(self, run: RunState, op: str, request: Any) -> Any:
@@ -233,78 +292,73 @@ class Broker:
         raise HostCallError("invalid-argument", f"unknown catalog operation {op!r}")
 
     def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
-        entry = self.catalog_for(run).tool(server_id, tool_name)
+        entry: ToolEntry | None = None
+        try:
+            catalog = self.catalog_for(run)
+            entry = catalog.tool(server_id, tool_name)
+            decision = self._admit(run, entry, catalog.module_names[entry.server_id], arguments)
+        except Exception as exc:
+            error = exc if isinstance(exc, HostCallError) else internal_error(exc)
+            names = (entry.server_id, entry.tool_name) if entry is not None else (server_id, tool_name)
+            run.calls.refused(handle, *names, f"{error.kind}: {error.message}")
+            self._audit(run, *names, arguments, outcome=error.kind, approval="not_asked")
+            raise error from None
+        if run.progress is not None:
+            run.progress(f"calling {entry.server_id}.{entry.tool_name}")
+        run.calls.open(handle, entry.server_id, entry.tool_name)
+        future: Future[str] = self.portal.start_task_soon(self._call, _Call(run, handle, entry, arguments), decision)
+        run.track(future)
+        future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
+
+    def _admit(self, run: RunState, entry: ToolEntry, module: str, arguments: Any) -> Decision:
+        """The checks before a call starts: its shape, the policy's cap and globs, the schema."""
         if not isinstance(arguments, dict):
             raise HostCallError("invalid-argument", f"arguments to {entry.export_name} must be a JSON object")
         cap = self.policy.max_tool_calls
         if cap is not None and run.tool_calls > cap:
             raise HostCallError("limit-exceeded", f"the policy allows at most {cap} tool calls per run",
                                 "Make fewer calls per run.", limit="tool_calls")  # fmt: skip
-        decision = self.policy.decide(entry.server_id, entry.tool_name, entry.tool.get("annotations"))
+        decision = self.policy.decide(entry.server_id, entry.tool_name, entry.tool.get("annotations"),
+                                      export_name=entry.export_name, module=module)  # fmt: skip
         if decision == "deny":
-            self._audit(run, entry, arguments, outcome="denied_by_policy", approval="denied")
             raise HostCallError("denied", f"{entry.server_id}.{entry.tool_name} is not allowed by the host's policy",
                                 "This tool cannot be used here; the host's policy (--policy) decides.")  # fmt: skip
         validate_arguments(entry, arguments)
-        if run.progress is not None:
-            run.progress(f"calling {entry.server_id}.{entry.tool_name}")
-        run.calls.open(handle, entry.server_id, entry.tool_name)
-        future: Future[str] = self.portal.start_task_soon(self._call, run, handle, entry, arguments, decision)
-        run.track(future)
-        future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
+        return decision
 
     def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
         """A call the sandbox refused before starting it (a cap, a size): audited like any other."""
-        if self.audit is not None:
-            self.audit.write("tool_call", run_id=run.run_id, trace_id=run.trace_id, code_digest=run.code_digest,
-                             server=server_id[:200], tool=tool_name[:200], outcome=error.kind)  # fmt: skip
+        self._audit(run, server_id, tool_name, None, outcome=error.kind, approval="not_asked")
 
-    async def _call(
-        self, run: RunState, handle: int, entry: ToolEntry, arguments: dict[str, Any], decision: Decision
-    ) -> str:
-        started = time.monotonic()
-        error: HostCallError | None = None
-        approval = "not_required"
-        text = ""
+    async def _call(self, call: _Call, decision: Decision) -> str:
+        if decision == "approve":
+            call.approval = "asked"  # until the answer comes: a run that ends meanwhile leaves it so
         try:
-            if decision == "approve":
-                approval = await self._approve(run, entry, arguments)
-                if approval != "approved":
-                    raise _not_approved(entry, approval)
-            await self._wait_for_rate(run, entry)
-            result = await self.pool.call_tool(entry.server_id, entry.tool_name, arguments, run.remaining())
-            text = encode_payload(unwrap(result), f"the result of {entry.tool_name}")
-        except ServerUnavailable as exc:
-            error = HostCallError("unavailable", str(exc), exc.hint)
-        except HostCallError as exc:
-            error = exc
+            call.approval, refusal = await approval.settle(call.run, call.entry, call.arguments, decision,
+                                                           self.redactor)  # fmt: skip
+            if refusal is not None:
+                raise refusal
+            await self._wait_for_rate(call.run, call.entry)
+            result = await self.pool.call_tool(call.entry.server_id, call.entry.tool_name, call.arguments,
+                                               call.run.remaining())  # fmt: skip
+            text = encode_payload(self._unwrap(result), f"the result of {call.entry.tool_name}")
+        except anyio.get_cancelled_exc_class():
+            self._end(call, cancelled=True)
+            raise
         except Exception as exc:
-            error = self._protocol_error(entry, exc)
-        finally:
-            duration = round((time.monotonic() - started) * 1000, 3)
-            run.calls.record(handle, ok=error is None,
-                             error=None if error is None else f"{error.kind}: {error.message}")  # fmt: skip
-            self._audit(run, entry, arguments, outcome="ok" if error is None else error.kind, approval=approval,
-                        result_bytes=len(text.encode()), duration_ms=duration,
-                        redactions=self.redactor.redact_text(text)[1] if text else 0)  # fmt: skip
-        if error is not None:
-            raise error
+            error = mcp_errors.to_host_error(exc, call.entry.server_id, call.entry.tool_name)
+            if mcp_errors.schema_disagreement(error):
+                self.cache.invalidate(self._key(call.entry.server_id))  # the next run lists its tools again
+            self._end(call, error=error, cancelled=isinstance(exc, mcp_errors.DeadlineReached))
+            raise error from None
+        self._end(call, text=text)
         return text
 
-    async def _approve(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any]) -> str:
-        """Asks the user through the run's approver: "approved", "denied" or "no_one_to_ask"."""
-        if run.approver is None:
-            run.approvals.append("DENIED")
-            return "no_one_to_ask"
-        shown, _ = self.redactor.redact(arguments)
-        request = {"server_id": entry.server_id, "tool_name": entry.tool_name,
-                   "annotations": entry.tool.get("annotations") or {}, "arguments": shown}  # fmt: skip
-        try:
-            accepted = await anyio.to_thread.run_sync(run.approver, request, abandon_on_cancel=True)
-        except Exception:
-            accepted = False
-        run.approvals.append("APPROVED" if accepted else "DENIED")
-        return "approved" if accepted else "denied"
+    @staticmethod
+    def _unwrap(result: CallToolResult) -> Any:
+        if result.is_error:
+            raise mcp_errors.tool_error(result)
+        return unwrap(result)
 
     async def _wait_for_rate(self, run: RunState, entry: ToolEntry) -> None:
         delay = self._rates.delay(entry.server_id)
@@ -314,43 +368,40 @@ class Broker:
         if delay > 0:
             await anyio.sleep(delay)
 
-    def _audit(self, run: RunState, entry: ToolEntry, arguments: dict[str, Any], **fields: Any) -> None:
+    def _end(self, call: _Call, *, text: str = "", error: HostCallError | None = None, cancelled: bool = False) -> None:
+        """Writes the call's trace entry and audit line; a call the run already closed stays cancelled."""
+        trace_error = CANCELLED if cancelled else None if error is None else f"{error.kind}: {error.message}"
+        recorded = call.run.calls.record(call.handle, ok=trace_error is None, error=trace_error)
+        outcome = "cancelled" if cancelled or not recorded else "ok" if error is None else error.kind
+        self._audit(call.run, call.entry.server_id, call.entry.tool_name, call.arguments, outcome=outcome,
+                    approval=call.approval, result_bytes=len(text.encode()), duration_ms=call.elapsed_ms(),
+                    redactions=self.redactor.redact_text(text)[1] if text else 0)  # fmt: skip
+
+    def _audit(self, run: RunState, server_id: str, tool_name: str, arguments: Any, **fields: Any) -> None:
         if self.audit is None:
             return
+        if isinstance(arguments, dict):
+            fields["argument_digest"] = digest(arguments)
         try:
             self.audit.write("tool_call", run_id=run.run_id, trace_id=run.trace_id, code_digest=run.code_digest,
-                             server=entry.server_id, tool=entry.tool_name, argument_digest=digest(arguments),
-                             **fields)  # fmt: skip
+                             server=server_id[:200], tool=tool_name[:200], **fields)  # fmt: skip
         except OSError as exc:  # auditing must not break the call; say so once per run
             run.warnings.append(f"the audit log could not be written: {exc}")
 
-    def _protocol_error(self, entry: ToolEntry, exc: Exception) -> HostCallError:
-        code = getattr(exc, "code", None)
-        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-        if code == -32602:  # the server disagrees with the schema we validated against: it may be stale
-            self.cache.invalidate(self._key(entry.server_id))
-            return HostCallError(
-                "invalid-argument",
-                f"{entry.tool_name}: {message}",
-                "The server rejected the arguments; its schema may have changed. Check get_tool().",
-            )
-        if code in (401, 403) or "401" in message or "Unauthorized" in message:
-            return HostCallError("authentication", f"{entry.server_id}: {message}")
-        return HostCallError(
-            "tool-error", f"{entry.tool_name} failed: {message}", "The server reported an error; read the message."
-        )
 
+@dataclass
+class _Call:
+    """One started call, as the event loop sees it until it ends."""
 
-def _not_approved(entry: ToolEntry, approval: str) -> HostCallError:
-    name = f"{entry.server_id}.{entry.tool_name}"
-    if approval == "no_one_to_ask":
-        return HostCallError(
-            "denied", f"{name} needs the user's approval and there is no one to ask",
-            "Use an MCP client that supports elicitation, pre-approve it (wasmexec run --approve GLOB), "
-            "or change the host's policy.",
-        )  # fmt: skip
-    return HostCallError("denied", f"the user did not approve {name}",
-                         "Do not retry the same call; ask the user or do something else.")  # fmt: skip
+    run: RunState
+    handle: int
+    entry: ToolEntry
+    arguments: dict[str, Any]
+    approval: str = "not_required"
+    started: float = field(default_factory=time.monotonic)
+
+    def elapsed_ms(self) -> float:
+        return round((time.monotonic() - self.started) * 1000, 3)
 
 
 def _text(request: dict[str, Any], key: str) -> str:
@@ -360,19 +411,14 @@ def _text(request: dict[str, Any], key: str) -> str:
     return value
 
 
-def unwrap(result: Any) -> Any:
+def unwrap(result: CallToolResult) -> Any:
     """structuredContent if present; one text block → str; otherwise the whole result (wire form)."""
-    if result.is_error:
-        texts = [block.text for block in result.content if getattr(block, "type", None) == "text"]
-        raise HostCallError(
-            "tool-error",
-            "\n".join(texts) or "the tool reported an error",
-            "The server reported an error; read the message.",
-        )
+    from mcp.types import TextContent
+
     if result.structured_content is not None:
         return result.structured_content
     content = result.content
-    if len(content) == 1 and getattr(content[0], "type", None) == "text":
+    if len(content) == 1 and isinstance(content[0], TextContent):
         return content[0].text
     return result.model_dump(by_alias=True, exclude_none=True, mode="json")
 
@@ -385,4 +431,4 @@ def _outcome(future: Future[str]) -> str | HostCallError:
         return future.result()
     if isinstance(error, HostCallError):
         return error
-    return HostCallError("internal", f"host error: {type(error).__name__}: {error}")
+    return internal_error(error)

@@ -5,8 +5,11 @@
                    "env": {"GITHUB_TOKEN": "…"}},
         "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer …"}}}}
 
-A malformed file is a `ConfigError` naming the file; a malformed entry is skipped
-with a `ConfigProblem` naming the entry, so one bad entry never disables the others.
+An entry may also say `"timeout": SECONDS` (as Cline's config does): a call to that
+server that takes longer is a failure of the server, which counts towards its circuit
+breaker (the run's own deadline never does). A malformed file is a `ConfigError`
+naming the file; a malformed entry is skipped with a `ConfigProblem` naming the entry,
+so one bad entry never disables the others.
 `env` and `headers` values are secrets: they go to the server and into the redactor,
 never into the sandbox.
 """
@@ -45,6 +48,8 @@ class ServerConfig:
     headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     """http: request headers (secrets)."""
     description: str = ""
+    timeout: float | None = None
+    """Seconds a call (or a listing) may take before it counts as the server's failure; None: the pool's default."""
 
     @property
     def fingerprint(self) -> str:
@@ -137,6 +142,7 @@ def _parse_stdio(server_id: str, entry: dict[str, Any]) -> ServerConfig:
     return ServerConfig(
         server_id, "stdio", command=command, args=tuple(_strings(entry, "args")), env=_string_map(entry, "env"),
         cwd=_optional_string(entry, "cwd"), description=_optional_string(entry, "description") or "",
+        timeout=_timeout(entry),
     )  # fmt: skip
 
 
@@ -148,7 +154,7 @@ def _parse_http(server_id: str, entry: dict[str, Any]) -> ServerConfig:
         raise ValueError('has both "command" and "url"; choose one transport')
     return ServerConfig(
         server_id, "http", url=url, headers=_string_map(entry, "headers"),
-        description=_optional_string(entry, "description") or "",
+        description=_optional_string(entry, "description") or "", timeout=_timeout(entry),
     )  # fmt: skip
 
 
@@ -171,3 +177,12 @@ def _optional_string(entry: dict[str, Any], key: str) -> str | None:
     if value is not None and not isinstance(value, str):
         raise ValueError(f'"{key}" must be a string')
     return value
+
+
+def _timeout(entry: dict[str, Any]) -> float | None:
+    value = entry.get("timeout")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise ValueError('"timeout" must be a positive number of seconds')
+    return float(value)

@@ -5,25 +5,55 @@ the task that entered it); calls from other tasks share it and run concurrently.
 Connections start lazily on first use, reconnect after a crash, and sit behind a
 per-server circuit breaker and a concurrency cap with a bounded queue. A server
 that fails never affects the others.
+
+The breaker counts only the server's own failures: a start that fails or outlives
+the connect timeout (once per attempt), a connection that breaks mid-call, a tool
+listing that fails, and a call or listing that outlives the server's own timeout
+(`ServerConfig.timeout`, else `DEFAULT_SERVER_TIMEOUT_S`). It never counts what a
+run does to itself: its deadline passing first (`DeadlineReached`), its calls being
+cancelled when it ends, a full queue (`ServerBusy`, a retryable refusal), a reply
+over the size cap. Any answer from the server, an error answer included, resets it.
+
+Clients come from a `ClientFactory`: by default the real stdio and streamable HTTP
+clients with bounded replies (`wasmexec._tools.transports`); tests pass in-process
+`mcp.Client(server)`s over the SDK's in-memory transport.
 """
 
 from __future__ import annotations
 
 import math
-import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
 from anyio.abc import TaskGroup
 
 from wasmexec._tools.config import ServerConfig
+from wasmexec._tools.mcp_errors import (
+    DeadlineReached,
+    ServerBusy,
+    ServerUnavailable,
+    is_reply_too_large,
+    is_transport_failure,
+)
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.client.session import IncomingMessage, MessageHandlerFnT
+    from mcp.types import CallToolResult
+
+__all__ = ["ClientFactory", "DeadlineReached", "Listing", "Pool", "ServerBusy", "ServerUnavailable"]
+
+ClientFactory = Callable[[ServerConfig, "MessageHandlerFnT"], AbstractAsyncContextManager["Client"]]
+"""Makes the (unentered) client of one server; it must pass `message_handler` on to the session."""
 
 #: npx may download a package on first start; longer than that is a broken server.
 DEFAULT_CONNECT_TIMEOUT_S = 60.0
+#: A call or listing this long is a hung server (runs' deadlines usually come first).
+DEFAULT_SERVER_TIMEOUT_S = 300.0
 #: Calls in flight to one server; MCP servers are often single-threaded.
 DEFAULT_MAX_CONCURRENT_CALLS = 8
 #: Calls queued behind the cap before new ones are refused instead of piling up.
@@ -32,15 +62,8 @@ DEFAULT_MAX_QUEUED_CALLS = 64
 BREAKER_THRESHOLD = 3
 #: How long an open breaker refuses calls before letting one through (half-open).
 BREAKER_COOLDOWN_S = 30.0
-
-
-class ServerUnavailable(Exception):
-    """The server could not be reached, crashed, timed out or is switched off by its breaker."""
-
-    def __init__(self, message: str, hint: str = "", *, retryable: bool = True) -> None:
-        super().__init__(message)
-        self.hint = hint or "Try again later; the server may be starting or overloaded."
-        self.retryable = retryable
+#: Pages of `tools/list` read from one server: a paginator that never ends cannot hang a listing.
+MAX_LIST_PAGES = 100
 
 
 @dataclass
@@ -100,10 +123,11 @@ class _Attempt:
     def __init__(self) -> None:
         self.ready = anyio.Event()  # set once connected, or once the attempt ended
         self.stop = anyio.Event()
-        self.client: Any = None
+        self.client: Client | None = None
         self.error: BaseException | None = None
         self.scope: anyio.CancelScope | None = None
         self.finished = False
+        self.closing = False
 
 
 class _Connection:
@@ -115,7 +139,16 @@ class _Connection:
         self._slots = anyio.Semaphore(pool.max_concurrent_calls)
         self._queued = 0
 
-    async def client(self, timeout: float) -> Any:
+    @property
+    def server_id(self) -> str:
+        return self.config.server_id
+
+    @property
+    def timeout_s(self) -> float:
+        """How long the server itself may take to answer before that counts as its failure."""
+        return self.config.timeout or self._pool.server_timeout_s
+
+    async def client(self, timeout: float) -> Client:
         """The live client, connecting first if needed (concurrent callers share one attempt)."""
         attempt = self._attempt
         if attempt is None or attempt.finished:
@@ -128,9 +161,9 @@ class _Connection:
         if attempt.client is not None:
             return attempt.client
         if not attempt.ready.is_set():  # the attempt goes on for later calls, up to the connect timeout
-            raise ServerUnavailable(f"server {self.config.server_id!r} did not finish starting in time")
+            raise DeadlineReached(f"server {self.server_id!r} did not finish starting before the deadline")
         raise ServerUnavailable(
-            f"server {self.config.server_id!r} failed to start: {_describe(attempt.error)}",
+            f"server {self.server_id!r} failed to start: {_describe(attempt.error)}",
             "Check the server's command, args and env in the MCP config.",
         )
 
@@ -149,14 +182,17 @@ class _Connection:
                         group.cancel_scope.cancel()
             except Exception as exc:
                 attempt.error = exc
-        if scope.cancelled_caught and attempt.error is None and attempt.client is None:
+        connected = attempt.ready.is_set()
+        if scope.cancelled_caught and attempt.error is None and not connected:
             attempt.error = TimeoutError()
+        if not connected and not attempt.closing:
+            self.breaker.failed()  # a failed start counts once, however many callers waited for it
         attempt.client, attempt.finished = None, True
         attempt.ready.set()
         if self._attempt is attempt:
             self._attempt = None
 
-    async def _listen(self, client: Any) -> None:
+    async def _listen(self, client: Client) -> None:
         """2026-era servers announce tool list changes only on a listen stream."""
         from mcp.client.subscriptions import ListenNotSupportedError, ToolsListChanged
 
@@ -164,17 +200,17 @@ class _Connection:
             async with client.listen(tools_list_changed=True) as events:
                 async for event in events:
                     if isinstance(event, ToolsListChanged):
-                        self._pool.notify_changed(self.config.server_id)
+                        self._pool.notify_changed(self.server_id)
         except ListenNotSupportedError:
             return  # the 2025 era: notifications arrive through _on_message
         except Exception:
             return
 
-    async def _on_message(self, message: Any) -> None:
+    async def _on_message(self, message: IncomingMessage) -> None:
         from mcp.types import ToolListChangedNotification
 
         if isinstance(message, ToolListChangedNotification):
-            self._pool.notify_changed(self.config.server_id)
+            self._pool.notify_changed(self.server_id)
 
     def broken(self) -> None:
         """Drops the connection after a transport failure; the next call reconnects."""
@@ -187,24 +223,47 @@ class _Connection:
         attempt = self._attempt
         if attempt is None:
             return
+        attempt.closing = True
         attempt.stop.set()
         if attempt.client is None and attempt.scope is not None:
             attempt.scope.cancel()  # still starting
 
     async def acquire_slot(self, timeout: float) -> None:
+        """Waits for a call slot: ServerBusy when the queue is full, DeadlineReached when none frees in time."""
         if self._queued >= self._pool.max_queued_calls:
-            raise ServerUnavailable(f"server {self.config.server_id!r} has too many calls queued")
+            raise ServerBusy(
+                f"server {self.server_id!r} has {self._queued} calls queued, the most it takes; this call was "
+                "refused without being sent",
+                "Retry in a moment, or make fewer calls at once (at most "
+                f"{self._pool.max_concurrent_calls + self._pool.max_queued_calls} in flight per server).",
+            )
         self._queued += 1
         try:
             with anyio.fail_after(timeout):
                 await self._slots.acquire()
         except TimeoutError:
-            raise ServerUnavailable(f"server {self.config.server_id!r} is busy; no call slot freed in time") from None
+            raise DeadlineReached(
+                f"server {self.server_id!r} is busy; no call slot freed before the deadline"
+            ) from None
         finally:
             self._queued -= 1
 
     def release_slot(self) -> None:
         self._slots.release()
+
+    def transport_failed(self) -> None:
+        """The connection broke under a call: reconnect next time, and count it against the server."""
+        self.broken()
+        self.breaker.failed()
+
+    def timed_out(self, doing: str, server_bound: bool) -> ServerUnavailable:
+        """The error of a timeout; only the server's own timeout counts against it."""
+        if not server_bound:
+            return DeadlineReached(f"server {self.server_id!r} did not finish {doing} before the deadline",
+                                   "Ask for less, or raise the run's timeout.")  # fmt: skip
+        self.breaker.failed()
+        return ServerUnavailable(f"server {self.server_id!r} did not finish {doing} within its timeout of "
+                                 f"{self.timeout_s:g} s")  # fmt: skip
 
 
 def _describe(error: BaseException | None) -> str:
@@ -217,6 +276,10 @@ def _describe(error: BaseException | None) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
+#: What a broken connection looks like from under a call (besides MCPError CONNECTION_CLOSED).
+_BROKEN_TRANSPORT = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
+
+
 class Pool:
     """Connections to every configured server. Use as an async context manager."""
 
@@ -226,14 +289,29 @@ class Pool:
         *,
         on_tools_changed: Callable[[str], None] | None = None,
         errlog: TextIO | None = None,
+        client_factory: ClientFactory | None = None,
         connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+        server_timeout_s: float = DEFAULT_SERVER_TIMEOUT_S,
         max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
         max_queued_calls: int = DEFAULT_MAX_QUEUED_CALLS,
     ) -> None:
+        """
+        Args:
+            servers: the configured servers by id.
+            on_tools_changed: told the server id when a server announces a tool list change.
+            errlog: where stdio servers' stderr goes (default: this process's stderr).
+            client_factory: makes each server's client (default: real stdio/HTTP with bounded replies).
+            connect_timeout_s: how long a server may take to start and handshake.
+            server_timeout_s: how long a call or listing may take when the server sets no `timeout`.
+            max_concurrent_calls: calls in flight per server.
+            max_queued_calls: calls waiting for a slot per server; more are refused with `ServerBusy`.
+        """
         self.servers = servers
         self.on_tools_changed = on_tools_changed
         self.errlog = errlog
+        self.open_client: ClientFactory = client_factory or self._real_client
         self.connect_timeout_s = connect_timeout_s
+        self.server_timeout_s = server_timeout_s
         self.max_concurrent_calls = max_concurrent_calls
         self.max_queued_calls = max_queued_calls
         self._connections: dict[str, _Connection] = {}
@@ -273,51 +351,36 @@ class Pool:
             self._connections[server_id] = _Connection(self.servers[server_id], self)
         return self._connections[server_id]
 
-    def open_client(self, config: ServerConfig, on_message: Any) -> AbstractAsyncContextManager[Any]:
-        """An unentered mcp Client for one server (stdio or streamable HTTP)."""
+    def _real_client(self, config: ServerConfig, on_message: MessageHandlerFnT) -> Client:
+        """An unentered mcp Client for one server over stdio or streamable HTTP, replies bounded."""
         from mcp import Client
         from mcp.types import Implementation
 
+        from wasmexec._tools.transports import http_transport, stdio_transport
         from wasmexec._version import __version__
 
+        transport = http_transport(config) if config.transport == "http" else stdio_transport(config, self.errlog)
         info = Implementation(name="wasmexec", version=__version__)
-        client: AbstractAsyncContextManager[Any] = Client(
-            self._transport(config), client_info=info, message_handler=on_message, cache=None
-        )
-        return client
-
-    def _transport(self, config: ServerConfig) -> Any:
-        if config.transport == "http":
-            return _http_transport(config)
-        from mcp import StdioServerParameters
-        from mcp.client.stdio import stdio_client
-
-        assert config.command is not None
-        # "replace": one undecodable byte from a server would otherwise kill the reader and hang every call.
-        params = StdioServerParameters(
-            command=config.command, args=list(config.args), env=config.env or None, cwd=config.cwd,
-            encoding_error_handler="replace",
-        )  # fmt: skip
-        return stdio_client(params, errlog=self.errlog or sys.stderr)
+        return Client(transport, client_info=info, message_handler=on_message, cache=None)
 
     async def list_tools(self, server_id: str, timeout: float) -> Listing:
-        """Every page of `tools/list`, plus what the handshake said."""
+        """Every page of `tools/list`, plus what the handshake said, within `timeout` seconds."""
         connection = self._connection(server_id)
         connection.breaker.check(server_id)
+        limit = min(timeout, connection.timeout_s)
         try:
-            with anyio.fail_after(timeout):
+            with anyio.fail_after(limit):
                 client = await connection.client(timeout)
-                tools: list[dict[str, Any]] = []
-                cursor = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    tools += [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in page.tools]
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
-        except (ServerUnavailable, TimeoutError, Exception) as exc:
+                tools = await _all_tools(client)
+        except TimeoutError as exc:
+            raise connection.timed_out("listing its tools", limit < timeout) from exc
+        except ServerUnavailable:
+            raise  # a failed start was counted by its attempt; a deadline is not the server's fault
+        except Exception as exc:
+            if is_transport_failure(exc) or isinstance(exc, _BROKEN_TRANSPORT):
+                connection.broken()
             connection.breaker.failed()
-            raise _unavailable(server_id, "listing its tools", exc) from exc
+            raise ServerUnavailable(f"server {server_id!r} failed while listing its tools: {_describe(exc)}") from exc
         connection.breaker.succeeded()
         info = client.server_info
         return Listing(
@@ -326,65 +389,46 @@ class Pool:
             protocol_version=client.protocol_version, tools=tools,
         )  # fmt: skip
 
-    async def call_tool(self, server_id: str, name: str, arguments: dict[str, Any], timeout: float) -> Any:
-        """Calls a tool within `timeout` seconds; returns the mcp CallToolResult."""
+    async def call_tool(self, server_id: str, name: str, arguments: dict[str, Any], timeout: float) -> CallToolResult:
+        """Calls a tool within `timeout` seconds (the caller's deadline) and the server's own timeout."""
         from mcp import MCPError
 
         connection = self._connection(server_id)
         connection.breaker.check(server_id)
-        deadline = anyio.current_time() + timeout
-        try:
-            client = await connection.client(timeout)
-            await connection.acquire_slot(max(0.0, deadline - anyio.current_time()))
-        except ServerUnavailable:
-            connection.breaker.failed()
-            raise
+        limit = min(timeout, connection.timeout_s)
+        deadline = anyio.current_time() + limit
+        client = await connection.client(timeout)
+        await connection.acquire_slot(max(0.0, deadline - anyio.current_time()))
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
                 result = await client.call_tool(name, arguments)
-        except MCPError as exc:
-            if _is_transport_failure(exc):
-                connection.broken()
-                connection.breaker.failed()
-                raise _unavailable(server_id, f"calling {name!r}", exc) from exc
-            raise
         except TimeoutError as exc:
-            connection.breaker.failed()
-            raise ServerUnavailable(
-                f"server {server_id!r} did not answer {name!r} before the run's deadline",
-                "Ask for less, or raise the run's timeout.",
-            ) from exc
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError) as exc:
-            connection.broken()
-            connection.breaker.failed()
-            raise _unavailable(server_id, f"calling {name!r}", exc) from exc
+            raise connection.timed_out(f"calling {name!r}", limit < timeout) from exc
+        except MCPError as exc:
+            if is_transport_failure(exc):
+                connection.transport_failed()
+                raise ServerUnavailable(
+                    f"server {server_id!r} failed while calling {name!r}: {_describe(exc)}"
+                ) from exc
+            if not is_reply_too_large(exc):
+                connection.breaker.succeeded()  # it answered, if with an error
+            raise
+        except _BROKEN_TRANSPORT as exc:
+            connection.transport_failed()
+            raise ServerUnavailable(f"server {server_id!r} failed while calling {name!r}: {_describe(exc)}") from exc
         finally:
             connection.release_slot()
         connection.breaker.succeeded()
         return result
 
 
-@asynccontextmanager
-async def _http_transport(config: ServerConfig) -> AsyncIterator[Any]:
-    """Streamable HTTP with the configured headers; the HTTP client closes with the connection."""
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    assert config.url is not None
-    async with (
-        httpx2.AsyncClient(headers=config.headers, timeout=httpx2.Timeout(30.0, read=None)) as http,
-        streamable_http_client(config.url, http_client=http) as streams,
-    ):
-        yield streams
-
-
-def _is_transport_failure(error: Any) -> bool:
-    from mcp_types import CONNECTION_CLOSED
-
-    return bool(getattr(error, "code", None) == CONNECTION_CLOSED)
-
-
-def _unavailable(server_id: str, doing: str, error: BaseException) -> ServerUnavailable:
-    if isinstance(error, ServerUnavailable):
-        return error
-    return ServerUnavailable(f"server {server_id!r} failed while {doing}: {_describe(error)}")
+async def _all_tools(client: Client) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(MAX_LIST_PAGES):
+        page = await client.list_tools(cursor=cursor)
+        tools += [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in page.tools]
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+    raise ValueError(f"tools/list did not end after {MAX_LIST_PAGES} pages")

@@ -126,7 +126,7 @@ class SchemaCache:
         self._max_entries = max_entries
         self._ttl_s = ttl_s
         self._clock = clock
-        self._warn = warn if warn is not None else _warn_runtime
+        self._warn = warn if warn is not None else warn_runtime
         self._memory: LRUCache[str, Entry] = LRUCache(max_entries)
         self._lock = threading.Lock()
         self._loaded = path is None
@@ -202,7 +202,7 @@ class SchemaCache:
             return
         path = self._path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # the cache dir also holds compiled code
             with FileLock(path.with_name(path.name + ".lock"), timeout=LOCK_TIMEOUT_S):
                 entries = self._read_or_ignore()
                 if change(entries):
@@ -312,5 +312,6 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def _warn_runtime(message: str) -> None:
+def warn_runtime(message: str) -> None:
+    """The default `warn`: a RuntimeWarning naming wasmexec."""
     warnings.warn(f"wasmexec: {message}", RuntimeWarning, stacklevel=4)
