@@ -76,7 +76,8 @@ def peak_mb():
 with Broker(config, errlog=open("/dev/null", "w"), warn=lambda m: None) as broker:
     def call(tool, arguments):
         run = RunState(limits=Limits(timeout_ms=60_000), tools=broker, run_id="measure")
-        handle = run.new_handle()
+        handle = run.next_handle()
+        run.reserve(handle, len(json.dumps(arguments)))
         broker.start_call(run, handle, "big", tool, arguments)
         [(_, outcome)] = run.wait([handle], 60)
         run.finish()

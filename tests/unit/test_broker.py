@@ -124,7 +124,8 @@ def _run(broker: Broker, *, timeout_ms: int = 30_000, approver: Any = None) -> R
 def _start(run: RunState, tool: str, arguments: Any, server_id: str = "tools") -> int | HostCallError:
     """What the sandbox does for one call: count it, take a handle, start it (or take the refusal)."""
     run.tool_calls += 1
-    handle = run.new_handle()
+    handle = run.next_handle()
+    run.reserve(handle, len(json.dumps(arguments)))
     try:
         run.tools.start_call(run, handle, server_id, tool, arguments)
     except HostCallError as error:
