@@ -37,15 +37,17 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wasmexec._calllog import CallLog
 from wasmexec._envelope import StopReason, ToolTraceEntry
 from wasmexec._limits import Limits
 from wasmexec._toolhost import HostCallError, ToolHost
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future  # only a type here: importing it costs every start 8 ms
 
 #: Why a run stopped early: a limit, or a blocking WASI wait the host refused.
 

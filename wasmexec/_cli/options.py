@@ -195,11 +195,11 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
 
 def load_servers(args: argparse.Namespace) -> Config | None:
     """The Config named by --config, WASMEXEC_CONFIG or ./.mcp.json; None when there is none."""
-    from wasmexec._tools.config import load_config
-
     path = args.config or os.environ.get(CONFIG_ENV) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
     if path is None:
         return None
+    from wasmexec._tools.config import load_config  # only now: a plain run does not pay for it
+
     config = load_config(path)
     for problem in config.problems:
         print(f"warning: {problem.message} (skipped)", file=sys.stderr)

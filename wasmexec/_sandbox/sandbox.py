@@ -9,10 +9,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
-
-import anyio
-import anyio.to_thread
+from typing import TYPE_CHECKING, Any
 
 from wasmexec._audit import AuditLog, write_run_line
 from wasmexec._envelope import RunResult
@@ -23,6 +20,9 @@ from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import Runtime, default_runtime
 from wasmexec._toolhost import NoTools, ToolHost
+
+if TYPE_CHECKING:
+    import anyio
 
 #: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
 DEFAULT_MAX_CONCURRENT_RUNS = 8
@@ -91,12 +91,15 @@ class Sandbox:
         self.runtime = runtime
         self.redactor = redactor if redactor is not None else Redactor()
         self.tools: ToolHost = tools if tools is not None else NoTools()
-        self._limiter = anyio.CapacityLimiter(max_concurrent_runs)  # async runs queue here without a thread
+        self._max_concurrent_runs = max_concurrent_runs
+        self._limiter: anyio.CapacityLimiter | None = None  # made by the first async run: `run_sync` needs no anyio
         self._slots = threading.BoundedSemaphore(max_concurrent_runs)  # and every run, sync too, takes a slot
         self.audit = audit
         self._closed = False
 
     async def __aenter__(self) -> Sandbox:
+        import anyio.to_thread
+
         await anyio.to_thread.run_sync(self.prepare)
         return self
 
@@ -134,6 +137,11 @@ class Sandbox:
 
         Cancelling the awaiting task stops the run promptly (its result is discarded).
         """
+        import anyio
+        import anyio.to_thread
+
+        if self._limiter is None:  # no await since the check: one limiter per sandbox
+            self._limiter = anyio.CapacityLimiter(self._max_concurrent_runs)  # async runs queue here, threadless
         state = self._new_state(limits)
         state.approver, state.progress = approver, progress
         started, finished = threading.Event(), threading.Event()
