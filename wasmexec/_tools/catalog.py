@@ -62,13 +62,24 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> list[str]:
         len(name) * SUGGESTION_CUTOFF / (2 - SUGGESTION_CUTOFF),
         len(name) * (2 - SUGGESTION_CUTOFF) / SUGGESTION_CUTOFF,
     )
-    similar = [candidate for candidate in candidates if low <= len(candidate) <= high]
+    similar = [candidate for candidate in dict.fromkeys(candidates) if low <= len(candidate) <= high]
     return difflib.get_close_matches(name, similar[:MAX_SUGGESTION_CANDIDATES], n=3, cutoff=SUGGESTION_CUTOFF)
 
 
 def _suggest(name: str, candidates: Iterable[str]) -> str:
-    close = did_you_mean(name, candidates)
+    return _did_you_mean_text(did_you_mean(name, candidates))
+
+
+def _did_you_mean_text(close: list[str]) -> str:
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _tool_suggestions(name: str, tools: dict[str, ToolEntry]) -> list[str]:
+    """Close tools, each once and by its Python name, though either of its names may be the match."""
+    forms = {entry.export_name: entry for entry in tools.values()}
+    for tool_name, entry in tools.items():
+        forms.setdefault(tool_name, entry)  # a Python name wins over another tool's equal protocol name
+    return list(dict.fromkeys(forms[match].export_name for match in did_you_mean(name, forms)))
 
 
 class Catalog:
@@ -128,9 +139,9 @@ class Catalog:
         for entry in tools.values():
             if entry.export_name == name:
                 return entry
-        candidates = [*tools, *(entry.export_name for entry in tools.values())]
+        hint = _did_you_mean_text(_tool_suggestions(name, tools))
         raise HostCallError(
-            "not-found", f"server {server_id!r} has no tool {name!r}.{_suggest(name, candidates)}",
+            "not-found", f"server {server_id!r} has no tool {name!r}.{hint}",
             f"Use discovery.list_tools({server_id!r}) or discovery.search_tools(...).",
             what="tool", server_id=server_id, name=name,
         )  # fmt: skip
