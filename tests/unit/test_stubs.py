@@ -665,3 +665,24 @@ def test_an_example_payload_of_a_schema_that_requires_itself_stays_finite() -> N
     while isinstance(payload, dict):
         payload, depth = payload["next"], depth + 1
     assert depth <= MAX_DEPTH
+
+
+def test_an_example_payload_prefers_the_schemas_examples_then_default_then_enum_to_a_placeholder() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "zone": {"type": "string", "examples": ["Europe/Berlin", "UTC"], "default": "UTC"},
+            "unit": {"type": "string", "default": "celsius", "enum": ["kelvin", "celsius"]},
+            "level": {"type": "string", "enum": ["info", "debug"]},
+            "tags": {"type": "array", "items": {"type": "string", "examples": ["urgent"]}, "minItems": 1},
+        },
+        "required": ["zone", "unit", "level", "tags"],
+    }
+    assert example_payload(schema) == {"zone": "Europe/Berlin", "unit": "celsius", "level": "info", "tags": ["urgent"]}
+
+
+def test_an_example_payload_skips_a_declared_example_of_the_wrong_type() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "examples": ["five"]}}, "required": ["n"]}
+    payload = example_payload(schema)
+    assert payload == {"n": 0}
+    assert_valid(payload, schema)

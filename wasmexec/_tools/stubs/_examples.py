@@ -40,8 +40,9 @@ _FORMAT_EXAMPLES: Final = {
 def example_payload(schema: Any, root: Any = None) -> Any:
     """A small value valid for `schema`, to show in error messages.
 
-    Only required properties are filled; values come from ``const``, ``default``, ``examples``,
-    ``enum`` or a placeholder for the type (``"string"``, ``0``, ``0.0``, ``True``, ``[]``, ``{}``).
+    Only required properties are filled; each value is the schema's ``const``, else its
+    ``examples[0]``, ``default`` or ``example`` (the first of its type), else ``enum[0]``, else a
+    placeholder for the type (``"string"``, ``0``, ``0.0``, ``True``, ``[]``, ``{}``).
 
     Args:
         schema: The schema.
@@ -85,15 +86,37 @@ def _pick_option(options: list[Any]) -> Any:
 
 
 def _declared_example(schema: dict[str, Any]) -> tuple[bool, Any]:
+    """The schema's own value: ``const``, else ``examples[0]``, ``default`` or ``example`` (when of the
+    schema's type and, with an ``enum``, in it), else ``enum[0]``."""
     if "const" in schema:
         return True, schema["const"]
     examples = schema.get("examples")
-    candidates = [schema[k] for k in ("default", "example") if k in schema]
-    candidates += examples[:1] if isinstance(examples, list) else []
+    candidates = examples[:1] if isinstance(examples, list) else []
+    candidates += [schema[k] for k in ("default", "example") if k in schema]
+    candidates = [c for c in candidates if _of_declared_type(c, schema)]
     enum = schema.get("enum")
     if isinstance(enum, list) and enum:
         return True, next((c for c in candidates if c in enum), enum[0])
     return (True, candidates[0]) if candidates else (False, None)
+
+
+_JSON_TYPES: Final[dict[str, Callable[[Any], bool]]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+}
+
+
+def _of_declared_type(value: Any, schema: dict[str, Any]) -> bool:
+    """False only when the schema names its types and `value` has none of them (a careless ``examples``)."""
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    checks = [_JSON_TYPES[k] for k in kinds if isinstance(k, str) and k in _JSON_TYPES]
+    return not checks or any(check(value) for check in checks)
 
 
 def _example_kind(schema: dict[str, Any]) -> str:
