@@ -1,15 +1,18 @@
 """Replaces credentials with ``[REDACTED]`` in everything a run returns.
 
 Two sources: common key formats (below) and exact secret values registered with
-`Redactor.add_secret` (the broker adds every configured server's env and header
-values).
+`Redactor.add_secret` (the broker adds the configured servers' env and header values
+that `is_secret` calls secrets).
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import re
 import threading
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Collection, Iterable
 from typing import Any
 
 MARKER = "[REDACTED]"
@@ -33,6 +36,69 @@ _KEY_FORMATS = [
     r"(?<=[Bb]earer )[A-Za-z0-9_\-.=~+/]{16,}",
 ]
 _KEY_PATTERN = re.compile("|".join(f"(?:{p})" for p in _KEY_FORMATS))
+
+#: Words of an env or header name that say its value is a credential (matched whole, any case).
+SECRET_NAME_WORDS = frozenset({
+    "token", "tokens", "secret", "secrets", "key", "keys", "apikey", "password", "passwd", "passphrase", "pass",
+    "pw", "auth", "oauth", "authorization", "credential", "credentials", "cookie", "cookies", "private", "session",
+    "signature", "sig", "jwt", "bearer", "dsn",
+})  # fmt: skip
+#: Endings that make one run-together word a secret name too (PGPASSWORD, ACCESSTOKEN, OPENAI_APIKEY).
+SECRET_NAME_ENDINGS = ("token", "secret", "password", "passwd", "apikey", "credentials")
+#: A value this long or longer, without spaces, is a candidate for the entropy test; shorter ones rarely are keys.
+HIGH_ENTROPY_MIN_LENGTH = 20
+#: Shannon entropy (bits per character) from which such a value counts as random: random base64 of 20+
+#: characters is at 4 or more, while paths, URLs, locales and words stay near or below 3.5.
+HIGH_ENTROPY_BITS_PER_CHAR = 3.5
+#: Random keys switch between lower case, upper case and digits at about 60% of neighbouring letters and
+#: digits; words, CamelCase names, paths and hosts switch far less often.
+HIGH_ENTROPY_MIN_SWITCHES = 0.4
+
+_NAME_WORDS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+
+
+def is_secret(name: str, value: str, *, marked: Collection[str] = ()) -> bool:
+    """Whether a configured env or header value is a credential, to be redacted from results.
+
+    The rule, in order: a name the config lists in ``"secrets"`` (any case); a name with a word such as
+    TOKEN, SECRET, KEY, PASSWORD, AUTH, CREDENTIAL, COOKIE, PRIVATE or SESSION in it (``GITHUB_TOKEN``,
+    ``X-Api-Key``, ``apiKey``, ``PGPASSWORD``; so ``Authorization``, ``Proxy-Authorization`` and
+    ``Cookie`` headers always are); a value in a known key format (see ``_KEY_FORMATS``); or a value that
+    looks random: at least `HIGH_ENTROPY_MIN_LENGTH` characters without spaces, at least
+    `HIGH_ENTROPY_BITS_PER_CHAR` bits of entropy per character, and neighbouring letters and digits that
+    switch between lower case, upper case and digits at least `HIGH_ENTROPY_MIN_SWITCHES` of the time
+    (a heuristic: a name or the ``"secrets"`` list is the sure way). Anything else (``TZ=Europe/Berlin``,
+    ``LANG=en_US.UTF-8``, paths, URLs) is left alone, so it is never replaced in results.
+
+    Args:
+        name: The env variable or header name.
+        value: Its configured value.
+        marked: Names the config marks as secrets.
+    """
+    folded = name.casefold()
+    if any(folded == other.casefold() for other in marked):
+        return True
+    words = [word.casefold() for word in _NAME_WORDS.findall(name)]
+    if any(word in SECRET_NAME_WORDS or word.endswith(SECRET_NAME_ENDINGS) for word in words):
+        return True
+    return _KEY_PATTERN.search(value) is not None or _looks_random(value)
+
+
+def _looks_random(value: str) -> bool:
+    if len(value) < HIGH_ENTROPY_MIN_LENGTH or any(ch.isspace() for ch in value):
+        return False
+    counts = Counter(value)
+    entropy = -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+    if entropy < HIGH_ENTROPY_BITS_PER_CHAR:
+        return False
+    pairs = [(a, b) for run in _ALNUM_RUN.findall(value) for a, b in itertools.pairwise(run)]
+    switches = sum(_char_class(a) != _char_class(b) for a, b in pairs)
+    return bool(pairs) and switches >= HIGH_ENTROPY_MIN_SWITCHES * len(pairs)
+
+
+def _char_class(ch: str) -> int:
+    return 0 if ch.islower() else 1 if ch.isupper() else 2
 
 
 class Redactor:

@@ -36,6 +36,7 @@ def test_stdio_and_http_servers_are_read() -> None:
         ({"command": "x", "timeout": 0}, '"timeout" must be a positive number of seconds'),
         ({"command": "x", "timeout": "60"}, '"timeout" must be a positive number of seconds'),
         ({"url": "http://x", "timeout": True}, '"timeout" must be a positive number of seconds'),
+        ({"command": "x", "secrets": "TOKEN"}, '"secrets" must be a list of strings'),
     ],
 )
 def test_a_bad_entry_is_skipped_with_a_problem_naming_it(entry: object, message: str) -> None:
@@ -61,7 +62,7 @@ def test_the_fingerprint_ignores_secret_values_but_not_identity() -> None:
     def fingerprint(entry: dict[str, object]) -> str:
         return parse_config({"mcpServers": {"s": entry}}).servers["s"].fingerprint
 
-    base = {"command": "x", "env": {"TOKEN": "one"}}
+    base: dict[str, object] = {"command": "x", "env": {"TOKEN": "one"}}
     assert fingerprint(base) == fingerprint({"command": "x", "env": {"TOKEN": "two"}})
     assert fingerprint(base) != fingerprint({"command": "y", "env": {"TOKEN": "one"}})
     assert fingerprint(base) != fingerprint({"command": "x", "env": {"OTHER": "one"}})
@@ -72,3 +73,15 @@ def test_a_servers_own_timeout_is_read_in_seconds_and_defaults_to_none() -> None
                                           "c": {"url": "http://h/mcp", "timeout": 60}}})  # fmt: skip
     assert config.servers["a"].timeout == 12.5 and config.servers["c"].timeout == 60.0
     assert config.servers["b"].timeout is None
+
+
+def test_only_env_and_header_values_that_are_secrets_go_to_the_redactor() -> None:
+    config = parse_config({"mcpServers": {
+        "stdio": {"command": "x", "env": {"TZ": "Europe/Berlin", "LANG": "en_US.UTF-8", "GITHUB_TOKEN": "tok-value-1",
+                                          "DB_NAME": "customers", "DB_HOST": "db.internal"}, "secrets": ["DB_NAME"]},
+        "http": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer abc", "Accept": "text/plain",
+                                                               "X-Tenant": "acme-corp", "X-Api-Key": "k-123456"}},
+    }})  # fmt: skip
+    assert sorted(config.servers["stdio"].secrets()) == ["customers", "tok-value-1"]
+    assert sorted(config.servers["http"].secrets()) == ["Bearer abc", "k-123456"]
+    assert config.servers["stdio"].secret_names == ("DB_NAME",)

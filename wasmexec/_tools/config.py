@@ -10,8 +10,11 @@ server that takes longer is a failure of the server, which counts towards its ci
 breaker (the run's own deadline never does). A malformed file is a `ConfigError`
 naming the file; a malformed entry is skipped with a `ConfigProblem` naming the entry,
 so one bad entry never disables the others.
-`env` and `headers` values are secrets: they go to the server and into the redactor,
-never into the sandbox.
+`env` and `headers` go to the server, never into the sandbox. The values among them that
+are secrets (`wasmexec._redact.is_secret`: a name such as `GITHUB_TOKEN`, `X-Api-Key` or
+`Authorization`, a value that looks like a key, or a name listed in the entry's
+`"secrets": ["NAME", …]`) also go to the redactor, which replaces them in everything a
+run returns; other values (`"TZ": "Europe/Berlin"`) are left alone.
 """
 
 from __future__ import annotations
@@ -22,12 +25,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wasmexec._exceptions import ConfigError
+from wasmexec._redact import is_secret
 
 Transport = Literal["stdio", "http"]
 
 _STDIO_TYPES = {"stdio"}
 _HTTP_TYPES = {"http", "streamable-http", "streamable_http", "streamableHttp"}
-_KNOWN_KEYS = {"type", "command", "args", "env", "cwd", "url", "headers", "disabled", "description", "timeout"}
+_KNOWN_KEYS = {
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "disabled",
+    "description",
+    "timeout",
+    "secrets",
+}
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,8 @@ class ServerConfig:
     description: str = ""
     timeout: float | None = None
     """Seconds a call (or a listing) may take before it counts as the server's failure; None: the pool's default."""
+    secret_names: tuple[str, ...] = ()
+    """Env and header names the entry's `"secrets"` marks as secrets, besides those `is_secret` finds."""
 
     @property
     def fingerprint(self) -> str:
@@ -59,8 +77,9 @@ class ServerConfig:
         return config_fingerprint(self.command, self.args, self.url, self.env, self.headers, cwd=self.cwd)
 
     def secrets(self) -> list[str]:
-        """Values to redact from everything a run returns."""
-        return [*self.env.values(), *self.headers.values()]
+        """Values to redact from everything a run returns: the env and header values that are secrets."""
+        named = [*self.env.items(), *self.headers.items()]
+        return [value for name, value in named if is_secret(name, value, marked=self.secret_names)]
 
 
 @dataclass(frozen=True)
@@ -142,7 +161,7 @@ def _parse_stdio(server_id: str, entry: dict[str, Any]) -> ServerConfig:
     return ServerConfig(
         server_id, "stdio", command=command, args=tuple(_strings(entry, "args")), env=_string_map(entry, "env"),
         cwd=_optional_string(entry, "cwd"), description=_optional_string(entry, "description") or "",
-        timeout=_timeout(entry),
+        timeout=_timeout(entry), secret_names=tuple(_strings(entry, "secrets")),
     )  # fmt: skip
 
 
@@ -155,6 +174,7 @@ def _parse_http(server_id: str, entry: dict[str, Any]) -> ServerConfig:
     return ServerConfig(
         server_id, "http", url=url, headers=_string_map(entry, "headers"),
         description=_optional_string(entry, "description") or "", timeout=_timeout(entry),
+        secret_names=tuple(_strings(entry, "secrets")),
     )  # fmt: skip
 
 
