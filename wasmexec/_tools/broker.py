@@ -86,7 +86,8 @@ class Broker:
         Args:
             config: the servers (`load_config` / `parse_config`).
             cache_path: where tool schemas persist between processes; None keeps them in memory.
-            redactor: gets each server's secret env and header values (`ServerConfig.secrets()`, see `_redact.is_secret`).
+            redactor: gets each server's secret env and header values (`ServerConfig.secrets()`,
+                see `_redact.is_secret`).
             errlog: where stdio servers' stderr goes (default: this process's stderr).
             warn: receives cache and policy warnings (default: a RuntimeWarning).
             cache: a ready SchemaCache (tests inject one with a fake clock); overrides cache_path.
