@@ -45,7 +45,7 @@ from wasmtime.component import _linker as wasmtime_linker
 from wasmtime.component._types import FuncType
 
 from wasmexec import _runstate
-from wasmexec._envelope import StopReason
+from wasmexec._envelope import StopReason, valid_text  # a WIT string cannot carry a lone surrogate
 from wasmexec._runstate import RunState
 from wasmexec._toolhost import (
     MAX_NAME_CHARS,
@@ -125,17 +125,6 @@ def _err(record: Record) -> Record:
     return record
 
 
-def _wit_text(text: str) -> str:
-    """`text` as a WIT string can carry it: lone surrogates (from JSON escapes) would make lowering fail."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
-
-
 def _error_value(error: HostCallError) -> Record:
     limit = error.detail.get("limit") if error.kind == "limit-exceeded" else None
     run = _runstate.current()
@@ -147,8 +136,8 @@ def _error_value(error: HostCallError) -> Record:
         detail = ""
     return _record(
         kind=error.kind if error.kind in _KINDS else "internal",
-        message=_wit_text(str(error.message)),
-        hint=_wit_text(str(error.hint)),
+        message=valid_text(str(error.message)),
+        hint=valid_text(str(error.hint)),
         detail_json=detail,
     )
 
@@ -323,7 +312,7 @@ def host_wait(store: Any, handles: list[int], timeout_ms: int) -> list[Record]:
     return [
         _record(
             handle=handle,
-            outcome=_err(_error_value(outcome)) if isinstance(outcome, HostCallError) else _ok(_wit_text(outcome)),
+            outcome=_err(_error_value(outcome)) if isinstance(outcome, HostCallError) else _ok(valid_text(outcome)),
         )
         for handle, outcome in ready
     ]
