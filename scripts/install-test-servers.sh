@@ -5,13 +5,14 @@
 #
 #   npm:  @modelcontextprotocol/server-everything, -filesystem, -memory  -> tests/servers/node/node_modules
 #         (versions pinned exactly in tests/servers/node/package.json, resolved in its package-lock.json)
-#   PyPI: mcp-server-time                                                 -> the current Python environment
+#   PyPI: mcp-server-time, mcp-server-git                                 -> the current Python environment
 #
 # Usage: scripts/install-test-servers.sh        (PYTHON=/path/to/python overrides the interpreter)
 # Idempotent: a second run only checks that what is installed matches the pins.
 set -euo pipefail
 
 MCP_SERVER_TIME_VERSION="2026.10.19"
+MCP_SERVER_GIT_VERSION="2026.10.19"
 NPM_PACKAGES=(
     "@modelcontextprotocol/server-everything"
     "@modelcontextprotocol/server-filesystem"
@@ -53,23 +54,29 @@ log "  (TypeScript SDK @modelcontextprotocol/sdk@$(node -p "require('./node_modu
 log "  binaries: tests/servers/node/node_modules/.bin/mcp-server-{everything,filesystem,memory}"
 cd "$ROOT"
 
-# --- Python: mcp-server-time into the current environment ----------------------------------------
+# --- Python: mcp-server-time and mcp-server-git into the current environment ---------------------
 PYTHON="${PYTHON:-$(command -v python || command -v python3 || true)}"
 [[ -n "$PYTHON" ]] || die "no python or python3 on PATH (set PYTHON=...)"
 log "python: $("$PYTHON" -c 'import sys; print(sys.executable, sys.version.split()[0])')"
+command -v git >/dev/null 2>&1 || die "git is not installed (mcp-server-git drives it)"
 
-installed_time_version() {
-    "$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp-server-time"))' 2>/dev/null || true
+installed_version() {
+    "$PYTHON" -c "import importlib.metadata as m; print(m.version('$1'))" 2>/dev/null || true
 }
 
-if [[ "$(installed_time_version)" == "$MCP_SERVER_TIME_VERSION" ]]; then
-    log "mcp-server-time==$MCP_SERVER_TIME_VERSION already installed: nothing to do"
-else
-    log "pip install mcp-server-time==$MCP_SERVER_TIME_VERSION"
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check "mcp-server-time==$MCP_SERVER_TIME_VERSION"
-fi
-[[ "$(installed_time_version)" == "$MCP_SERVER_TIME_VERSION" ]] || die "mcp-server-time $MCP_SERVER_TIME_VERSION is not importable"
-"$PYTHON" -c 'import mcp_server_time' || die "mcp_server_time does not import"
-log "  mcp-server-time==$MCP_SERVER_TIME_VERSION (start: $PYTHON -m mcp_server_time --local-timezone UTC)"
+for pinned in "mcp-server-time==$MCP_SERVER_TIME_VERSION" "mcp-server-git==$MCP_SERVER_GIT_VERSION"; do
+    name="${pinned%%==*}"
+    version="${pinned##*==}"
+    if [[ "$(installed_version "$name")" == "$version" ]]; then
+        log "$pinned already installed: nothing to do"
+    else
+        log "pip install $pinned"
+        "$PYTHON" -m pip install --quiet --disable-pip-version-check "$pinned"
+    fi
+    [[ "$(installed_version "$name")" == "$version" ]] || die "$pinned is not installed"
+    "$PYTHON" -c "import ${name//-/_}" || die "${name//-/_} does not import"
+    log "  $pinned"
+done
+log "  (start: $PYTHON -m mcp_server_time --local-timezone UTC; $PYTHON -m mcp_server_git --repository REPO)"
 log "  with mcp==$("$PYTHON" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 log "done"
