@@ -51,8 +51,12 @@ class ToolHost(Protocol):
     def catalog(self, run: RunState, op: str, request: Any) -> Any:
         """Answers a discovery query; raises HostCallError."""
 
-    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
-        """Starts a call and later reports it with `run.complete(handle, ...)`; raises HostCallError."""
+    def start_call(
+        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, raw: bool = False
+    ) -> None:
+        """Starts a call and later reports it with `run.complete(handle, ...)`; raises HostCallError.
+
+        With `raw` the answer is the whole MCP result (isError included, not raised), else unwrapped."""
 
     def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
         """Told about a call the sandbox refused before `start_call` (a cap, a size), to audit it like any other."""
@@ -70,7 +74,9 @@ class NoTools:
             "not-found", "no MCP servers are configured", "Configure servers on the host (--config).", what="server"
         )
 
-    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+    def start_call(
+        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, raw: bool = False
+    ) -> None:
         self.catalog(run, "get_server", {"server_id": server_id})
 
     def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:

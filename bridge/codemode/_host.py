@@ -43,10 +43,12 @@ def catalog(op: str, request: dict[str, Any]) -> Any:
         raise to_exception(err.value) from None
 
 
-def start_call(server_id: str, tool_name: str, arguments: dict[str, Any]) -> int:
-    """Starts a tool call on the host and returns its handle (the result comes via `wait`)."""
+def start_call(server_id: str, tool_name: str, arguments: dict[str, Any], raw: bool = False) -> int:
+    """Starts a tool call on the host and returns its handle (the result comes via `wait`).
+
+    With `raw` the result is the whole MCP result (content, structuredContent, isError)."""
     try:
-        return _wit.start_call(server_id, tool_name, json.dumps(arguments))
+        return _wit.start_call(server_id, tool_name, json.dumps(arguments), raw)
     except Err as err:
         raise to_exception(err.value) from None
 

@@ -3,6 +3,12 @@
 Each function accepts keyword arguments or a single dict, calls the host without
 blocking (so `asyncio.gather` runs calls concurrently), and carries a docstring
 and `__signature__` generated from the tool's schemas, so `help()` shows them.
+
+A call returns the result unwrapped (structuredContent, a lone text block as a
+``str``, else the whole result; ``isError`` raises ToolCallError). ``raw=True``
+returns the whole MCP result instead, ``{"content": [...], "structuredContent": ...,
+"isError": bool}``, and does not raise on ``isError``; for a tool with its own
+``raw`` parameter, ``raw=`` is the tool's.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from typing import Any
 from codemode import _host, errors
 
 PACKAGE = "servers"
+#: The keyword that asks for the whole MCP result.
+RAW = "raw"
 
 
 def _parameter(spec: dict[str, Any]) -> inspect.Parameter | None:
@@ -32,8 +40,15 @@ def _parameter(spec: dict[str, Any]) -> inspect.Parameter | None:
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=spec["annotation"])
 
 
+def _takes_raw(tool: dict[str, Any]) -> bool:
+    """Whether ``raw=`` is ours (the whole result), not one of the tool's own arguments."""
+    return not any(spec.get("name") == RAW for spec in tool["parameters"])
+
+
 def _signature(tool: dict[str, Any]) -> inspect.Signature:
     parameters = [p for p in map(_parameter, tool["parameters"]) if p is not None]
+    if _takes_raw(tool):
+        parameters.append(inspect.Parameter(RAW, inspect.Parameter.KEYWORD_ONLY, default=False, annotation="bool"))
     if any(not spec.get("python_name") for spec in tool["parameters"]):
         # Names that are not identifiers (e.g. "max-results") go through **{"max-results": …} or a dict.
         taken = {p.name for p in parameters}
@@ -53,11 +68,13 @@ def _arguments(export_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) 
 def make_tool_function(server_id: str, module: str, tool: dict[str, Any]) -> Any:
     """An async function that calls one tool by its original protocol name."""
     tool_name, export_name = tool["tool_name"], tool["export_name"]
+    takes_raw = _takes_raw(tool)
 
     async def call_tool(*args: Any, **kwargs: Any) -> Any:
+        raw = bool(kwargs.pop(RAW, False)) if takes_raw else False
         arguments = _arguments(export_name, args, kwargs)
         loop = asyncio.get_running_loop()
-        handle = _host.start_call(server_id, tool_name, arguments)
+        handle = _host.start_call(server_id, tool_name, arguments, raw)
         text = await loop.watch_host_call(handle)  # type: ignore[attr-defined]
         return json.loads(text)
 

@@ -1,12 +1,15 @@
 """Errors raised inside the sandbox by `codemode` and the `servers.*` modules.
 
-Every error has a one-line ``hint`` telling you what to do next::
+Every error has a one-line ``hint`` telling you what to do next, and ``retryable``:
+True when the same call may succeed later (a timeout, a server that is starting,
+crashed, busy or paused by its breaker), False when it cannot as it is (bad
+arguments, a denial, the tool's own error)::
 
     from codemode.errors import CodemodeError
     try:
         await gh.create_issue(owner="o")
     except CodemodeError as exc:
-        print(type(exc).__name__, exc, exc.hint)
+        print(type(exc).__name__, exc, exc.hint, exc.retryable)
 
 Tree::
 
@@ -46,6 +49,8 @@ class CodemodeError(Exception):
         super().__init__(message)
         self.hint = hint or self.default_hint
         self.detail = detail
+        self.retryable = detail.get("retryable") is True
+        """Whether the same call may succeed if tried again later (the host says so)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""

@@ -237,7 +237,7 @@ def test_list_tools_detail_levels_add_fields(tmp_path: Path) -> None:
         with pytest.raises(HostCallError, match="detail must be one of"):
             broker.catalog(run, "list_tools", {"server_id": "tools", "detail": "everything"})
     assert views["name"] == {"tool_name": "get-sum", "export_name": "get_sum"}
-    assert set(views["description"]) == {"tool_name", "export_name", "description", "annotations"}
+    assert set(views["description"]) == {"tool_name", "export_name", "description", "annotations", "needs_approval"}
     assert {"input_schema", "output_schema", "signature"} <= set(views["full"])
     assert views["full"]["signature"].startswith("async def get_sum(")
 

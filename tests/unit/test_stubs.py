@@ -491,7 +491,7 @@ def test_the_signature_has_required_parameters_then_keyword_only_optional_ones_w
     )
     assert tool_signature("create_issue", issue) == (
         "async def create_issue(owner: str, repo: str, *, body: str | None = None, labels: list[str] = [])"
-        " -> dict[str, Any]"
+        " -> CreateIssueResult"
     )
 
 
@@ -556,7 +556,8 @@ def test_the_docstring_of_a_tool_without_description_names_the_tool_and_shows_th
     )
     doc = tool_docstring("add", sums)
     assert doc.startswith("Calls tool do_it.\n\nArgs:\n")
-    assert "Returns:\n    dict[str, Any] with keys sum (float), note (str, optional): The sum.\n" in doc
+    assert "Returns:\n    AddResult: The sum.\n\n    # The sum.\n    class AddResult(TypedDict):\n" in doc
+    assert "        sum: float\n        note: NotRequired[str]\n" in doc
     assert doc.endswith("Example:\n    await add(a=0.0, b=2.5)")
 
 

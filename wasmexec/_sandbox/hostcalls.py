@@ -276,7 +276,7 @@ def _check_decode_time(run: RunState, size: int) -> None:
 
 
 @_host_function(_error_result)
-def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: str) -> Any:
+def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: str, raw: bool = False) -> Any:
     dropped = _take_dropped()
     run = _current()
     handle = _admit(run, server_id, tool_name, arguments_json, dropped)
@@ -285,7 +285,7 @@ def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: 
             arguments = _decode(arguments_json, "the arguments")
         except HostCallError as error:
             raise _refuse(run, handle, server_id, tool_name, error) from None
-        run.tools.start_call(run, handle, server_id, tool_name, arguments)
+        run.tools.start_call(run, handle, server_id, tool_name, arguments, raw=raw is True)
     except BaseException:
         run.release(handle)
         raise

@@ -52,20 +52,25 @@ Find tools, then call them (top-level await works; calls are async):
   from codemode import discovery
   discovery.list_servers()                       # [{{server_id, server_name, module}}]
   discovery.search_tools("create issue")         # {{query, results: [{{server_id, tool_name, export_name}}]}}
-  discovery.get_tool("github", "create_issue")   # schemas + Python signature + docstring
+  discovery.get_tool("github", "create_issue")   # schemas, signature, return type, docstring, needs_approval
   import servers.github as gh                    # module = server id, lowercased, non-alnum -> "_"
   issue = await gh.create_issue(owner="o", repo="r", title="t")   # keyword args, or one dict
+  import asyncio
   a, b = await asyncio.gather(gh.get_issue(number=1), gh.get_issue(number=2))  # concurrent
 Function names: tool name split on . _ - and camelCase, joined by _, lowercased (getUser -> get_user).
-help(gh.create_issue) shows parameters.
+help(gh.create_issue) shows parameters and what it returns (the output schema's TypedDict, or the \
+shapes observed in earlier results). Denied tools are not listed.
 
-Results: structuredContent if the tool returns it, else a single text block as str, else the whole \
-result dict. Return data by assigning `result = ...` (or end with an expression); print() goes to logs.
+Results are unwrapped, not wrapper objects: structuredContent if the tool returns it, else a single text \
+block as str, else the whole result dict; raw=True returns the whole MCP result ({{content, \
+structuredContent, isError}}) instead, without raising on isError. Return data by assigning \
+`result = ...` (or end with an expression); print() goes to logs.
 
 Errors (from codemode.errors, each with .hint): SchemaValidationError (bad arguments; .errors has \
 JSON pointers and an example), ToolNotFoundError / ServerNotFoundError (with suggestions), \
 ToolCallError (the tool failed), ApprovalDeniedError (the user or policy refused: do not retry), \
-SandboxLimitError. A failing script still returns a result: read result.error and diagnostics \
+SandboxLimitError; .retryable is true when trying again later may work (timeouts, unavailable \
+servers). A failing script still returns a result: read result.error and diagnostics \
 (code, message, hint, line).
 
 Limits (also the most a call may ask for with timeout_ms, memory_mb and max_tool_calls): {timeout} \

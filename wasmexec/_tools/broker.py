@@ -28,6 +28,7 @@ worker thread runs `catalog`, `start_call` and `refused`; the event loop runs
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -46,13 +47,13 @@ from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
 from wasmexec._toolhost import SPEC_VERSION, HostCallError, encode_payload, internal_error
 from wasmexec._tools import approval, mcp_errors
-from wasmexec._tools import stubs as _stubs
-from wasmexec._tools.catalog import DETAILS, Catalog, ToolEntry
+from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
 from wasmexec._tools.config import Config
 from wasmexec._tools.naming import export_names, module_names
 from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
 from wasmexec._tools.pool import ClientFactory, Listing, Pool, ServerUnavailable
 from wasmexec._tools.schema_cache import SchemaCache, cache_key, warn_runtime
+from wasmexec._tools.shapes import ObservedReturns
 from wasmexec._tools.validation import validate_arguments
 
 if TYPE_CHECKING:
@@ -102,6 +103,7 @@ class Broker:
                 self.redactor.add_secret(secret)
         self._warn = warn if warn is not None else warn_runtime
         self.cache = cache if cache is not None else SchemaCache(cache_path, warn=self._warn)
+        self.observed = ObservedReturns(self.cache)
         self.policy = policy if policy is not None else Policy()
         self.audit = audit
         self._rates = RateLimiter(self.policy.rate_limits)
@@ -153,7 +155,12 @@ class Broker:
     def _tools_changed(self, server_id: str) -> None:
         # A listing in flight may predate the change: its generation no longer matches, so it is not cached.
         self._generation[server_id] = self._generation.get(server_id, 0) + 1
-        self.cache.invalidate(self._key(server_id))  # takes effect from the next run
+        self._forget(server_id)  # takes effect from the next run
+
+    def _forget(self, server_id: str) -> None:
+        """Drops a server's tool list and the result shapes seen with it."""
+        self.cache.invalidate(self._key(server_id))
+        self.observed.invalidate(self._key(server_id))
 
     def fetch_listings(
         self,
@@ -241,11 +248,18 @@ class Broker:
             listings = self.fetch_listings(server_ids, timeout, warnings, problems)
             return listings, problems
 
-        catalog = Catalog(self.config.servers, fetch)
+        catalog = Catalog(self.config.servers, fetch, decide=self._decide, observed=self._observed_returns)
         if run is not None:
             run.catalog = catalog
             self._check_policy()
         return catalog
+
+    def _decide(self, entry: ToolEntry, module: str) -> Access:
+        return self.policy.decide(entry.server_id, entry.tool_name, entry.tool.get("annotations"),
+                                  export_name=entry.export_name, module=module)  # fmt: skip
+
+    def _observed_returns(self, entry: ToolEntry) -> dict[str, Any] | None:
+        return self.observed.get(self._key(entry.server_id), entry.tool_name, entry.digest)
 
     # -- policy globs that match nothing ------------------------------------------------------
     def _check_policy(self, listings: dict[str, Listing] | None = None) -> None:
@@ -281,8 +295,7 @@ class Broker:
             return [catalog.tool_view(entry, detail) for entry in catalog.tools(server_id).values()]
         if op == "get_tool":
             entry = catalog.tool(_text(request, "server_id"), _text(request, "tool_name"))
-            return {**catalog.tool_view(entry, "full", with_server=True),
-                    "docstring": _stubs.tool_docstring(entry.export_name, entry.tool)}  # fmt: skip
+            return {**catalog.tool_view(entry, "full", with_server=True), "docstring": catalog.docstring(entry)}
         if op == "search_tools":
             limit = request.get("limit", DEFAULT_SEARCH_LIMIT)
             if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
@@ -292,7 +305,9 @@ class Broker:
             return catalog.module(_text(request, "module"))
         raise HostCallError("invalid-argument", f"unknown catalog operation {op!r}")
 
-    def start_call(self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any) -> None:
+    def start_call(
+        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, raw: bool = False
+    ) -> None:
         entry: ToolEntry | None = None
         try:
             catalog = self.catalog_for(run)
@@ -307,7 +322,8 @@ class Broker:
         if run.progress is not None:
             run.progress(f"calling {entry.server_id}.{entry.tool_name}")
         run.calls.open(handle, entry.server_id, entry.tool_name)
-        future: Future[str] = self.portal.start_task_soon(self._call, _Call(run, handle, entry, arguments), decision)
+        call = _Call(run, handle, entry, arguments, raw)
+        future: Future[str] = self.portal.start_task_soon(self._call, call, decision)
         run.track(future)
         future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
 
@@ -319,8 +335,7 @@ class Broker:
         if cap is not None and run.tool_calls > cap:
             raise HostCallError("limit-exceeded", f"the policy allows at most {cap} tool calls per run",
                                 "Make fewer calls per run.", limit="tool_calls")  # fmt: skip
-        decision = self.policy.decide(entry.server_id, entry.tool_name, entry.tool.get("annotations"),
-                                      export_name=entry.export_name, module=module)  # fmt: skip
+        decision = self._decide(entry, module)
         if decision == "deny":
             raise HostCallError("denied", f"{entry.server_id}.{entry.tool_name} is not allowed by the host's policy",
                                 "This tool cannot be used here; the host's policy (--policy) decides.")  # fmt: skip
@@ -342,24 +357,35 @@ class Broker:
             await self._wait_for_rate(call.run, call.entry)
             result = await self.pool.call_tool(call.entry.server_id, call.entry.tool_name, call.arguments,
                                                call.run.remaining())  # fmt: skip
-            text = encode_payload(self._unwrap(result), f"the result of {call.entry.tool_name}")
+            text = encode_payload(self._answer(call, result), f"the result of {call.entry.tool_name}")
+            if call.shape is not None:  # written beside the answer, not before it (the file lock may wait)
+                self.pool.task_group.start_soon(anyio.to_thread.run_sync, functools.partial(
+                    self.observed.store, self._key(call.entry.server_id), call.entry.tool_name, call.entry.digest,
+                    call.shape))  # fmt: skip
         except anyio.get_cancelled_exc_class():
             self._end(call, cancelled=True)
             raise
         except Exception as exc:
             error = mcp_errors.to_host_error(exc, call.entry.server_id, call.entry.tool_name)
             if mcp_errors.schema_disagreement(error):
-                self.cache.invalidate(self._key(call.entry.server_id))  # the next run lists its tools again
+                self._forget(call.entry.server_id)  # the next run lists its tools again
             self._end(call, error=error, cancelled=isinstance(exc, mcp_errors.DeadlineReached))
             raise error from None
         self._end(call, text=text)
         return text
 
-    @staticmethod
-    def _unwrap(result: CallToolResult) -> Any:
+    def _answer(self, call: _Call, result: CallToolResult) -> Any:
+        """What the guest gets: the whole result when it asked for it raw, else the unwrapped value
+        (isError raises). A tool without an output schema has the shape of the value remembered."""
         if result.is_error:
+            if call.raw:
+                return whole(result)
             raise mcp_errors.tool_error(result)
-        return unwrap(result)
+        value = unwrap(result)
+        if "outputSchema" not in call.entry.tool:
+            call.shape = self.observed.update(self._key(call.entry.server_id), call.entry.tool_name,
+                                              call.entry.digest, value)  # fmt: skip
+        return whole(result) if call.raw else value
 
     async def _wait_for_rate(self, run: RunState, entry: ToolEntry) -> None:
         delay = self._rates.delay(entry.server_id)
@@ -398,6 +424,10 @@ class _Call:
     handle: int
     entry: ToolEntry
     arguments: dict[str, Any]
+    raw: bool = False
+    """Whether the guest asked for the whole MCP result instead of the unwrapped value."""
+    shape: dict[str, Any] | None = None
+    """A new observed shape of the tool's results, to store once the answer is ready."""
     approval: str = "not_required"
     started: float = field(default_factory=time.monotonic)
 
@@ -421,7 +451,14 @@ def unwrap(result: CallToolResult) -> Any:
     content = result.content
     if len(content) == 1 and isinstance(content[0], TextContent):
         return content[0].text
-    return result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return whole(result)
+
+
+def whole(result: CallToolResult) -> dict[str, Any]:
+    """The whole result in wire form: content blocks, structuredContent, isError (what ``raw=True`` gets)."""
+    answer: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    answer.setdefault("isError", bool(result.is_error))
+    return answer
 
 
 def _outcome(future: Future[str]) -> str | HostCallError:

@@ -4,6 +4,10 @@ A `Catalog` is a frozen view for one run: listings are fetched lazily (through
 `fetch`) the first time a run needs a server and then never change during it.
 Errors are `HostCallError`s, ready to cross into the sandbox.
 
+The run sees what the policy lets it call: a denied tool is left out of every listing,
+search, module and suggestion (asking for it by name says it is denied), and a tool that
+needs the user's approval says so (``needs_approval`` in its views, a line in its docstring).
+
 Names and queries come from the guest: did-you-mean only runs on names of at most
 `MAX_NAME_CHARS` against at most `MAX_SUGGESTION_CANDIDATES` names of a compatible
 length, queries are at most `MAX_QUERY_CHARS`, and the run's deadline is checked
@@ -15,6 +19,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from wasmexec._runstate import check_deadline
@@ -24,6 +29,7 @@ from wasmexec._tools.config import ServerConfig
 from wasmexec._tools.naming import export_names, module_names
 from wasmexec._tools.pool import Listing
 from wasmexec._tools.search import SearchIndex
+from wasmexec._tools.shapes import tool_digest
 
 Detail = Literal["name", "description", "full"]
 DETAILS: tuple[Detail, ...] = ("name", "description", "full")
@@ -51,6 +57,19 @@ class ToolEntry:
     def input_schema(self) -> dict[str, Any]:
         schema = self.tool.get("inputSchema")
         return schema if isinstance(schema, dict) else {"type": "object"}
+
+    @cached_property
+    def digest(self) -> str:
+        """Names this version of the tool's definition (observed shapes are kept per version)."""
+        return tool_digest(self.tool)
+
+
+Access = Literal["allow", "deny", "approve", "pre_approved"]
+"""What the policy says of a tool (`policy.Decision`)."""
+#: Asks the policy about a tool: (entry, its server's module name) → its decision.
+Decide = Callable[[ToolEntry, str], Access]
+#: Finds what results of a tool looked like (`shapes.ObservedReturns`): entry → a schema, or None.
+Observed = Callable[[ToolEntry], dict[str, Any] | None]
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> list[str]:
@@ -86,13 +105,22 @@ class Catalog:
     """What one run sees of the configured servers."""
 
     def __init__(
-        self, servers: dict[str, ServerConfig], fetch: Callable[[list[str]], tuple[dict[str, Listing], dict[str, str]]]
+        self,
+        servers: dict[str, ServerConfig],
+        fetch: Callable[[list[str]], tuple[dict[str, Listing], dict[str, str]]],
+        decide: Decide | None = None,
+        observed: Observed | None = None,
     ) -> None:
-        """`fetch(server_ids)` returns the listings it got and, per server it could not list, why."""
+        """`fetch(server_ids)` returns the listings it got and, per server it could not list, why;
+        `decide` is the policy (default: everything allowed); `observed` finds observed result shapes."""
         self.servers = servers
         self._fetch = fetch
+        self._decide = decide
+        self._observed = observed
         self._listings: dict[str, Listing] = {}
         self._tools: dict[str, dict[str, ToolEntry]] = {}
+        self._denied: dict[str, dict[str, ToolEntry]] = {}
+        self._access: dict[tuple[str, str], Access] = {}
         self.module_names = module_names(servers)
         self._by_module = {module: server_id for server_id, module in self.module_names.items()}
         self._indexes: dict[tuple[str, ...], SearchIndex[ToolEntry]] = {}
@@ -117,7 +145,7 @@ class Catalog:
             if server_id not in self._listings:
                 raise HostCallError(
                     "unavailable", problems.get(server_id, f"server {server_id!r} could not be listed"),
-                    "The server could not be reached; try again later or check its config.",
+                    "The server could not be reached; try again later or check its config.", retryable=True,
                 )  # fmt: skip
         return self._listings[server_id]
 
@@ -125,26 +153,53 @@ class Catalog:
         server_id = self.server_id(server_id)
         if server_id not in self._tools:
             tools = self.listing(server_id).tools
-            names = export_names(tool["name"] for tool in tools)
-            self._tools[server_id] = {
-                tool["name"]: ToolEntry(server_id, tool["name"], names[tool["name"]], tool) for tool in tools
-            }
+            names = export_names(tool["name"] for tool in tools)  # over every tool: names do not move with policy
+            entries = [ToolEntry(server_id, tool["name"], names[tool["name"]], tool) for tool in tools]
+            for entry in entries:
+                self._access[server_id, entry.tool_name] = (
+                    self._decide(entry, self.module_names[server_id]) if self._decide else "allow"
+                )
+            self._tools[server_id] = {e.tool_name: e for e in entries if self.access(e) != "deny"}
+            self._denied[server_id] = {e.tool_name: e for e in entries if self.access(e) == "deny"}
         return self._tools[server_id]
 
+    def access(self, entry: ToolEntry) -> Access:
+        """What the policy says of a listed tool."""
+        return self._access.get((entry.server_id, entry.tool_name), "allow")
+
+    def needs_approval(self, entry: ToolEntry) -> bool:
+        """Whether each call is asked of the user first (approved in advance does not count)."""
+        return self.access(entry) == "approve"
+
     def tool(self, server_id: str, name: str) -> ToolEntry:
-        """A tool by its protocol name or its Python name."""
+        """A tool by its protocol name or its Python name; a denied tool is an error that says so."""
         tools = self.tools(server_id)
-        if name in tools:
-            return tools[name]
-        for entry in tools.values():
-            if entry.export_name == name:
-                return entry
+        found = _by_either_name(tools, name)
+        if found is not None:
+            return found
+        denied = _by_either_name(self._denied[self.server_id(server_id)], name)
+        if denied is not None:
+            raise HostCallError(
+                "denied", f"{denied.server_id}.{denied.tool_name} is not allowed by the host's policy",
+                "This tool cannot be used here; the host's policy (--policy) decides.",
+            )  # fmt: skip
         hint = _did_you_mean_text(_tool_suggestions(name, tools))
         raise HostCallError(
             "not-found", f"server {server_id!r} has no tool {name!r}.{hint}",
             f"Use discovery.list_tools({server_id!r}) or discovery.search_tools(...).",
             what="tool", server_id=server_id, name=name,
         )  # fmt: skip
+
+    def observed_returns(self, entry: ToolEntry) -> dict[str, Any] | None:
+        """A schema of the results seen so far, for a tool without an ``outputSchema``."""
+        if self._observed is None or "outputSchema" in entry.tool:
+            return None
+        return self._observed(entry)
+
+    def docstring(self, entry: ToolEntry) -> str:
+        """The tool's docstring as the run sees it: with observed returns and whether it needs approval."""
+        return _stubs.tool_docstring(entry.export_name, entry.tool, observed=self.observed_returns(entry),
+                                     needs_approval=self.needs_approval(entry))  # fmt: skip
 
     def _remember(self, listings: dict[str, Listing]) -> None:
         self._listings.update(listings)
@@ -169,7 +224,7 @@ class Catalog:
             view["server_name"] = listing.server_name
             view.update({"description": self.servers[server_id].description or listing.title or "",
                          "version": listing.server_version, "instructions": listing.instructions or "",
-                         "tool_count": len(listing.tools)})  # fmt: skip
+                         "tool_count": len(self.tools(server_id))})  # fmt: skip
         return view
 
     def tool_view(self, entry: ToolEntry, detail: Detail, *, with_server: bool = False) -> dict[str, Any]:
@@ -178,10 +233,15 @@ class Catalog:
         if detail in ("description", "full"):
             view["description"] = entry.description
             view["annotations"] = entry.tool.get("annotations") or {}
+            view["needs_approval"] = self.needs_approval(entry)
         if detail == "full":
             view["input_schema"] = entry.input_schema
             view["output_schema"] = entry.tool.get("outputSchema")
             view["signature"] = _stubs.tool_signature(entry.export_name, entry.tool)
+            view.update(_stubs.tool_returns(entry.export_name, entry.tool))
+            observed = self.observed_returns(entry)
+            if observed is not None:
+                view["observed_returns"] = _stubs.tool_returns(entry.export_name, entry.tool, observed)
         return view
 
     def search(self, query: str, detail: Detail, server_id: str | None, limit: int) -> dict[str, Any]:
@@ -210,8 +270,8 @@ class Catalog:
             tools.append({
                 "tool_name": entry.tool_name, "export_name": entry.export_name, "description": entry.description,
                 "parameters": _stubs.tool_parameters(entry.tool),
-                "returns": _return_annotation(entry.tool),
-                "docstring": _stubs.tool_docstring(entry.export_name, entry.tool),
+                "returns": _stubs.tool_returns(entry.export_name, entry.tool)["return_type"],
+                "docstring": self.docstring(entry),
             })  # fmt: skip
         return {
             "server_id": server_id, "module": self.module_names[server_id], "server_name": listing.server_name,
@@ -220,6 +280,7 @@ class Catalog:
         }  # fmt: skip
 
 
-def _return_annotation(tool: dict[str, Any]) -> str:
-    schema = tool.get("outputSchema")
-    return _stubs.type_expression(schema, root=schema) if isinstance(schema, dict) else "Any"
+def _by_either_name(tools: dict[str, ToolEntry], name: str) -> ToolEntry | None:
+    if name in tools:
+        return tools[name]
+    return next((entry for entry in tools.values() if entry.export_name == name), None)

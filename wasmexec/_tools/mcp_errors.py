@@ -4,7 +4,7 @@ The pool raises the errors defined here (and lets the SDK's through); the broker
 every failure of a call to `to_host_error`, which picks the `HostCallError` kind::
 
     ServerBusy          its queue is full, or no call slot freed in time   unavailable (retryable)
-    DeadlineReached     the caller's deadline came first                   limit-exceeded (timeout)
+    DeadlineReached     the caller's deadline came first                   limit-exceeded (timeout, retryable)
     ServerUnavailable   failed to start, crashed, broke the transport,     unavailable (retryable),
                         timed out on its own timeout, breaker open         or authentication
     a reply over the size cap (`REPLY_TOO_LARGE`, or the SDK's SSE cap)    limit-exceeded (payload_bytes)
@@ -100,7 +100,7 @@ def to_host_error(error: BaseException, server_id: str, tool_name: str) -> HostC
         return error
     if isinstance(error, DeadlineReached):
         return HostCallError("limit-exceeded", str(error), "Ask for less, or raise the run's timeout.",
-                             limit="timeout")  # fmt: skip
+                             limit="timeout", retryable=True)  # fmt: skip
     if is_reply_too_large(error):
         return HostCallError("limit-exceeded", f"the reply of {server_id}.{tool_name} was dropped unread: {error}",
                              _LESS_HINT, limit="payload_bytes")  # fmt: skip

@@ -28,7 +28,14 @@ from __future__ import annotations
 
 from wasmexec._tools.stubs._annotate import type_expression
 from wasmexec._tools.stubs._examples import MAX_EXAMPLE_SIZE, example_payload
-from wasmexec._tools.stubs._functions import NO_OUTPUT_SCHEMA_RESULT, tool_docstring, tool_parameters, tool_signature
+from wasmexec._tools.stubs._functions import (
+    NEEDS_APPROVAL_NOTE,
+    NO_OUTPUT_SCHEMA_RESULT,
+    tool_docstring,
+    tool_parameters,
+    tool_returns,
+    tool_signature,
+)
 from wasmexec._tools.stubs._module import module_stub
 from wasmexec._tools.stubs._schema import MAX_DEPTH, MAX_STEPS
 from wasmexec._tools.stubs._text import COMMENT_WIDTH
@@ -39,12 +46,14 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_EXAMPLE_SIZE",
     "MAX_STEPS",
+    "NEEDS_APPROVAL_NOTE",
     "NO_OUTPUT_SCHEMA_RESULT",
     "StubWriter",
     "example_payload",
     "module_stub",
     "tool_docstring",
     "tool_parameters",
+    "tool_returns",
     "tool_signature",
     "type_expression",
 ]

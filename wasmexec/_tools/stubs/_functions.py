@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from wasmexec._tools.stubs._annotate import schema_type
 from wasmexec._tools.stubs._examples import example_payload
 from wasmexec._tools.stubs._schema import MISSING, Context, properties_of, ref_view, required_keys, resolve
-from wasmexec._tools.stubs._text import is_python_name, one_line, shown_name
+from wasmexec._tools.stubs._text import indent, is_python_name, one_line, shown_name
 from wasmexec._tools.stubs._types import ANY, NONE, PyType, union
-
-if TYPE_CHECKING:
-    from wasmexec._tools.stubs._writer import StubWriter
+from wasmexec._tools.stubs._writer import StubWriter
 
 #: What the docstring promises for a tool without ``outputSchema``.
 NO_OUTPUT_SCHEMA_RESULT: Final = "the tool's result (text, or the whole result)"
+#: What the docstring says of a tool that needs approval (the policy decides; see `policy.Policy`).
+NEEDS_APPROVAL_NOTE: Final = (
+    "Needs approval: the user is asked before each call; ApprovalDeniedError if refused or no one can answer."
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,30 @@ def return_type(tool: Mapping[str, Any], export_name: str, writer: StubWriter | 
     return schema_type(schema, Context(schema), "Result")
 
 
+def tool_returns(export_name: str, tool: Mapping[str, Any], observed: Any = None) -> dict[str, str]:
+    """What a call returns, as Python: the annotation and the TypedDicts it names.
+
+    Args:
+        export_name: The function name; the result's TypedDict is named after it (``GetSumResult``).
+        tool: A tool in MCP wire form; its ``outputSchema`` is used when it has one.
+        observed: Without an ``outputSchema``: a schema of the results seen so far
+            (`shapes.observed_schema`), typed the same way, else nothing is known.
+
+    Returns:
+        ``return_type`` (e.g. ``"GetSumResult"``, ``"str"``, ``"Any"``) and ``typed_dicts`` (the class
+        definitions it uses, ``""`` when none).
+    """
+    check_export_name(export_name)
+    schema = tool.get("outputSchema")
+    if schema is None:
+        schema = observed
+    if schema is None:
+        return {"return_type": "Any", "typed_dicts": ""}
+    writer = StubWriter(reserved=[export_name])
+    annotation = writer._annotate(schema, schema, f"{export_name}Result").text
+    return {"return_type": annotation, "typed_dicts": writer.render()}
+
+
 def check_export_name(name: str) -> None:
     """Raises ValueError unless `name` can name a Python function."""
     if not is_python_name(name):
@@ -112,13 +138,15 @@ def tool_signature(export_name: str, tool: Mapping[str, Any]) -> str:
     default, else None (so a caller should leave out optional arguments left at None). Parameters
     whose names are not usable identifiers are left out, and a ``**extra: Any`` catch-all (renamed
     if a parameter is called ``extra``) stands for them. The return type is that of
-    ``outputSchema`` (the structured content), else ``Any``.
+    ``outputSchema`` (the structured content; a TypedDict named ``<Export>Result`` for an object
+    with properties, see `tool_returns`), else ``Any``.
 
     Raises:
         ValueError: `export_name` is not a Python identifier.
     """
     check_export_name(export_name)
-    return signature_line(export_name, parameters_of(tool, None), return_type(tool, export_name, None))
+    returns = PyType((tool_returns(export_name, tool)["return_type"],))
+    return signature_line(export_name, parameters_of(tool, None), returns)
 
 
 def signature_line(export_name: str, params: list[Param], returns: PyType) -> str:
@@ -147,22 +175,38 @@ def _extra_name(params: list[Param]) -> str:
     return name
 
 
-def tool_docstring(export_name: str, tool: Mapping[str, Any]) -> str:
+def tool_docstring(
+    export_name: str, tool: Mapping[str, Any], *, observed: Any = None, needs_approval: bool = False
+) -> str:
     """The docstring a stub shows for a tool: summary, description, Args, Returns, Example.
+
+    The Returns section shows the TypedDicts of the ``outputSchema``; without one, those of
+    `observed` (a schema of the results seen so far) marked as observed, not promised.
 
     Args:
         export_name: The function name the example call uses.
         tool: A tool in MCP wire form.
+        observed: See `tool_returns`.
+        needs_approval: Adds a line saying each call is asked of the user first.
     """
-    return docstring_text(export_name, tool, parameters_of(tool, None), None)
+    return docstring_text(export_name, tool, parameters_of(tool, None), None, observed, needs_approval)
 
 
-def docstring_text(export_name: str, tool: Mapping[str, Any], params: list[Param], writer: StubWriter | None) -> str:
-    """The docstring from parameters already made; `writer` names the TypedDicts of the result."""
+def docstring_text(
+    export_name: str,
+    tool: Mapping[str, Any],
+    params: list[Param],
+    writer: StubWriter | None,
+    observed: Any = None,
+    needs_approval: bool = False,
+) -> str:
+    """The docstring from parameters already made; `writer` names the TypedDicts of the result
+    (which are then defined elsewhere, by the writer); without one they are shown here."""
     sections = [
         _summary(tool),
+        NEEDS_APPROVAL_NOTE if needs_approval else "",
         _args_section(params),
-        _returns_section(tool, export_name, writer),
+        _returns_section(tool, export_name, writer, observed),
         _example_section(export_name, tool, params),
     ]
     return "\n\n".join(s for s in sections if s)
@@ -195,13 +239,27 @@ def _arg_line(param: Param) -> str:
     return f"{head}: {description}" if description else head
 
 
-def _returns_section(tool: Mapping[str, Any], export_name: str, writer: StubWriter | None) -> str:
+def _returns_section(tool: Mapping[str, Any], export_name: str, writer: StubWriter | None, observed: Any) -> str:
     schema = tool.get("outputSchema")
     if schema is None:
-        return f"Returns:\n    {NO_OUTPUT_SCHEMA_RESULT}"
-    line = return_type(tool, export_name, writer).text + _keys_note(schema, writer)
+        if observed is None:
+            return f"Returns:\n    {NO_OUTPUT_SCHEMA_RESULT}"
+        shown = tool_returns(export_name, tool, observed)
+        line = f"{shown['return_type']} (observed in earlier results; the tool has no output schema)"
+        return _with_definitions(f"Returns:\n    {line}", shown["typed_dicts"])
+    if writer is not None:
+        line = return_type(tool, export_name, writer).text + _keys_note(schema, writer)
+        definitions = ""
+    else:
+        shown = tool_returns(export_name, tool)
+        line, definitions = shown["return_type"], shown["typed_dicts"]
     description = one_line(ref_view(schema, schema).get("description"))
-    return f"Returns:\n    {line}: {description}" if description else f"Returns:\n    {line}"
+    head = f"Returns:\n    {line}: {description}" if description else f"Returns:\n    {line}"
+    return _with_definitions(head, definitions)
+
+
+def _with_definitions(head: str, definitions: str) -> str:
+    return f"{head}\n\n{indent(definitions, '    ')}" if definitions else head
 
 
 def _keys_note(schema: Any, writer: StubWriter | None) -> str:

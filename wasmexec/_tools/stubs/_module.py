@@ -23,13 +23,20 @@ class _Function(NamedTuple):
     text: str
 
 
-def module_stub(module_name: str, server_id: str, tools: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+def module_stub(
+    module_name: str,
+    server_id: str,
+    tools: Sequence[tuple[str, Mapping[str, Any]]],
+    observed: Mapping[str, Any] | None = None,
+) -> str:
     """An importable Python module declaring one ``async def`` per tool, with the TypedDicts they use.
 
     Args:
         module_name: The name the guest imports the tools under, for the module docstring.
         server_id: The configured server, for the module docstring.
         tools: ``(export_name, tool)`` pairs, in the order the functions should appear.
+        observed: Export name → a schema of the results seen so far, for tools without an
+            ``outputSchema`` (shown in their docstrings; the annotation stays ``Any``).
 
     Raises:
         ValueError: An export name is not a Python identifier or appears twice.
@@ -40,19 +47,19 @@ def module_stub(module_name: str, server_id: str, tools: Sequence[tuple[str, Map
     if len(set(names)) < len(names):
         raise ValueError(f"export names repeat: {sorted(n for n in set(names) if names.count(n) > 1)}")
     writer = StubWriter(reserved=names)
-    functions = [_function(name, tool, writer) for name, tool in tools]
+    functions = [_function(name, tool, writer, (observed or {}).get(name)) for name, tool in tools]
     classes = writer.render()
     head = _module_head(module_name, server_id, names, [classes, *(f.signature for f in functions)])
     return "\n\n\n".join(part for part in (head, classes, *(f.text for f in functions)) if part) + "\n"
 
 
-def _function(export_name: str, tool: Mapping[str, Any], writer: StubWriter) -> _Function:
+def _function(export_name: str, tool: Mapping[str, Any], writer: StubWriter, observed: Any) -> _Function:
     params = parameters_of(tool, writer)
     returns = return_type(tool, export_name, writer)
     notes = [f"# {one_line(p.name)}: Any: {one_line(r)}" for p in params for r in p.kind.reasons]
     notes += [f"# returns: Any: {one_line(r)}" for r in returns.reasons]
     signature = signature_line(export_name, params, returns)
-    docstring = indent(docstring_literal(docstring_text(export_name, tool, params, writer) + "\n"), "    ")
+    docstring = indent(docstring_literal(docstring_text(export_name, tool, params, writer, observed) + "\n"), "    ")
     return _Function(signature, "\n".join([*notes, f"{signature}:", docstring, "    ..."]))
 
 
