@@ -239,3 +239,20 @@ def test_run_stream_prints_output_to_stderr_before_the_run_ends(cache: Path) -> 
     assert len(lines) == 1  # stdout: the one result line, as without --stream
     assert data_of(json.loads(lines[0])) == "slept"
     assert rest.decode() == "[REDACTED]\nfinished\n"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--allowed-host", "https://mcp.example.com"), ("--allowed-host", "mcp.example.com/mcp"),
+     ("--allowed-origin", "https://app.example.com/page"), ("--allowed-origin", "app.example.com")],
+)  # fmt: skip
+def test_a_url_where_a_host_or_origin_belongs_is_a_usage_error(option: str, value: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "wasmexec", "serve", "--http", option, value],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and option in done.stderr and "Traceback" not in done.stderr
+
+
+def test_allowed_hosts_need_http() -> None:
+    done = subprocess.run([sys.executable, "-m", "wasmexec", "serve", "--allowed-host", "mcp.example.com"],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert done.returncode == 2 and "--http" in done.stderr
