@@ -64,6 +64,13 @@ class Admission:
         return Ticket(self)
 
 
+def own_slot() -> Ticket:
+    """A ticket of a private, empty admission: for a run that no server admitted (never waits)."""
+    ticket = Admission(1, 0).admit()
+    assert ticket is not None  # an empty admission always has room
+    return ticket
+
+
 class Ticket:
     """One admitted run. ``with ticket:`` waits for a slot and holds it; `record` reports the result."""
 

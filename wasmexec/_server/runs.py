@@ -21,7 +21,7 @@ from typing import Any
 from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
-from wasmexec._server.admission import Admission, Ticket
+from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.streaming import OutputStream
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
@@ -61,7 +61,7 @@ class ServerRun:
         self.control = RunControl()
         self.output = OutputStream(sandbox.redactor)
         """Printed output not yet streamed to the client."""
-        self._ticket = ticket if ticket is not None else Ticket(Admission())  # a slot of its own
+        self._ticket = ticket if ticket is not None else own_slot()
         self.expires = time.monotonic() + limits.timeout_ms / 1000 + PAUSE_GRACE_S
         self._events: queue.Queue[Approval | Done] = queue.Queue()
         self._answers: queue.Queue[bool] = queue.Queue()
