@@ -7,6 +7,7 @@ field                         written by                                        
 ============================  =====================================================  ===========
 limits, tools, run_id,        whoever creates the state, before the run; read-only   none
 trace_id, approver, progress  after
+on_output
 started, code_digest          the run's worker thread, before the guest starts       none
 tool_calls, calls_over_cap,   the run's worker thread (host functions)               none
 catalog
@@ -122,6 +123,8 @@ class RunState:
     """Asks the user to approve a call (blocking; returns True to allow); None: nobody to ask."""
     progress: Callable[[str], Any] | None = None
     """Told about each tool call as it starts (the MCP server turns it into progress notifications)."""
+    on_output: Callable[[str, str], Any] | None = None
+    """Hears each accepted piece of printed output (level, text) as it comes, on the run thread."""
     approvals: list[str] = field(default_factory=list)
     """"APPROVED" or "DENIED", one per call that needed approval or was approved in advance; appended
     by the broker's event-loop thread (`approval.settle`), read by the run thread after `finish`."""

@@ -143,3 +143,29 @@ def test_the_warnings_fit_the_documented_overhead() -> None:
     out.stdout.dropped_bytes = out.stderr.dropped_bytes = 2**64
     entries = out.finish()
     assert len(entries) == 2 and encoded_size(entries) <= LOGS_OVERHEAD_BYTES
+
+
+def test_the_output_callback_hears_every_accepted_piece_and_never_more_than_the_caps() -> None:
+    heard: list[tuple[str, str]] = []
+    clock = FakeClock()
+    out = OutputCapture(10, 100, clock(), clock=clock, on_entry=lambda level, text: heard.append((level, text)))
+    out.stdout.write(b"hello\n")
+    out.stderr.write(b"oops\n")
+    out.stdout.write(b"x" * 1000 + b"\n")
+    entries = out.finish()
+    assert heard[:2] == [("log", "hello"), ("error", "oops")]
+    streamed = "".join(text for level, text in heard if level == "log")
+    logged = "".join(entry["message"].replace("\n", "") for entry in entries if entry["level"] == "log")
+    assert streamed == logged  # the stream carries what the logs keep, cut at the same place
+
+
+def test_an_output_callback_that_raises_costs_the_run_nothing() -> None:
+    def broken(level: str, text: str) -> None:
+        raise RuntimeError("listener bug")
+
+    clock = FakeClock()
+    out = OutputCapture(100, 100, clock(), clock=clock, on_entry=broken)
+    out.stdout.write(b"one\n")
+    clock.advance_ms(COALESCE_MS * 2)
+    out.stdout.write(b"two\n")
+    assert [entry["message"] for entry in out.finish()] == ["one", "two"]

@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group(required=True)
     source.add_argument("file", nargs="?", metavar="FILE", help="a Python file, or - for standard input")
     source.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
+    run.add_argument("--stream", action="store_true", help="also print output to stderr as it comes")
     add_run_options(run, ceilings=False)
     run.set_defaults(handler=command_run, parser=run)
 

@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType
@@ -36,6 +36,7 @@ from wasmexec._cli.options import (
 
 if TYPE_CHECKING:
     from wasmexec._envelope import RunResult
+    from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import RunControl
 
 
@@ -55,8 +56,8 @@ def command_run(args: argparse.Namespace) -> int:
         sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit)
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
         control = RunControl()
-        with _ctrl_c_stops(control) as interrupted:
-            result = sandbox.run_sync(code, control=control)
+        with _ctrl_c_stops(control) as interrupted, _streamed(args.stream, redactor) as on_output:
+            result = sandbox.run_sync(code, control=control, on_output=on_output)
         sys.stdout.write(result_line(result) + "\n")
         sys.stdout.flush()  # now, not after the servers have been stopped
     if interrupted.is_set():
@@ -109,6 +110,19 @@ def _ctrl_c_stops(control: RunControl) -> Iterator[threading.Event]:
         os.close(writer)  # the watcher reads end-of-file and returns
         watcher.join()
         os.close(reader)
+
+
+@contextmanager
+def _streamed(stream: bool, redactor: Redactor) -> Iterator[Callable[[str, str], None] | None]:
+    """With --stream, output goes to stderr (redacted, rate-bounded) as it comes; yields the capture's callback."""
+    if not stream:
+        yield None
+        return
+    from wasmexec._server.streaming import OutputStream, printed
+
+    output = OutputStream(redactor)
+    with printed(output):
+        yield output.feed
 
 
 def _ignore(signum: int, frame: FrameType | None) -> None:

@@ -2,6 +2,9 @@
 
 Over HTTP the socket is bound before anything says "serving": a port that is taken
 (or not allowed, or a host that does not resolve) is a one-line error and exit 4.
+The HTTP app also answers ``GET /healthz`` and ``GET /metrics``, refuses new runs with
+503 when full, and checks ``Host``/``Origin`` against loopback plus the names given
+with ``--allowed-host``/``--allowed-origin`` (`wasmexec._server.http_app`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
     EXIT_LISTEN,
     EXIT_OK,
+    UsageError,
     add_run_options,
     int_option,
     limits_from_args,
@@ -39,6 +43,11 @@ DEFAULT_PORT = 8765
 MAX_PORT = 65535
 #: Pending connections the kernel queues while the server starts (uvicorn's default).
 LISTEN_BACKLOG = 2048
+#: Mirrors `wasmexec._sandbox.sandbox.DEFAULT_MAX_CONCURRENT_RUNS` and `wasmexec._server.admission.
+#: DEFAULT_MAX_QUEUED_RUNS` without importing them (the parser is built on every start).
+DEFAULT_MAX_CONCURRENT_RUNS = 8
+DEFAULT_MAX_QUEUED_RUNS = 16
+MAX_RUNS = 1024
 
 
 def add_serve_parser(commands: Any) -> None:
@@ -53,6 +62,18 @@ def add_serve_parser(commands: Any) -> None:
     serve.add_argument("--host", default=DEFAULT_HOST, metavar="HOST", help=f"HTTP address (default {DEFAULT_HOST})")
     serve.add_argument("--port", type=int_option(1, MAX_PORT), default=DEFAULT_PORT, metavar="PORT",
                        help=f"HTTP port (default {DEFAULT_PORT}; 1 to {MAX_PORT})")  # fmt: skip
+    runs = serve.add_argument_group("load")
+    runs.add_argument("--max-concurrent-runs", type=int_option(1, MAX_RUNS), default=DEFAULT_MAX_CONCURRENT_RUNS,
+                      metavar="N", help=f"runs executing at once (default {DEFAULT_MAX_CONCURRENT_RUNS})")  # fmt: skip
+    runs.add_argument("--max-queued-runs", type=int_option(0, MAX_RUNS), default=DEFAULT_MAX_QUEUED_RUNS,
+                      metavar="N", help=f"runs waiting for a slot; more calls are refused as retryable (HTTP 503 with "
+                      f"Retry-After) (default {DEFAULT_MAX_QUEUED_RUNS})")  # fmt: skip
+    proxy = serve.add_argument_group("behind a reverse proxy (with --http)")
+    proxy.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
+                       help="also accept this Host header (e.g. mcp.example.com; without a port, any port); "
+                       "loopback is always accepted; repeatable")  # fmt: skip
+    proxy.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
+                       help="also accept this Origin header (e.g. https://app.example.com); repeatable")  # fmt: skip
     add_run_options(serve, ceilings=True)
     serve.set_defaults(handler=command_serve, parser=serve)
 
@@ -63,6 +84,7 @@ def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._server.server import RunPythonServer, ServeOptions
     from wasmexec._toolhost import NoTools
 
+    allowed_hosts, allowed_origins = _allowed_names(args)
     limits, config, policy, audit = (
         limits_from_args(args),
         load_servers(args),
@@ -80,10 +102,13 @@ def command_serve(args: argparse.Namespace) -> int:
                 stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
             )
             sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
-                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit)  # fmt: skip
-            server = RunPythonServer(sandbox, ServeOptions(limits=limits), broker)
+                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
+                              max_concurrent_runs=args.max_concurrent_runs)  # fmt: skip
+            options = ServeOptions(limits=limits, max_concurrent_runs=args.max_concurrent_runs,
+                                   max_queued_runs=args.max_queued_runs)  # fmt: skip
+            server = RunPythonServer(sandbox, options, broker)
             if listener is not None:
-                _serve_http(server, listener, args.host, args.port)
+                _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins)
             else:
                 import anyio
 
@@ -147,10 +172,46 @@ def _bound(host: str, port: int) -> socket.socket:
     return listener
 
 
-def _serve_http(server: RunPythonServer, listener: socket.socket, host: str, port: int) -> None:
+def _allowed_names(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The --allowed-host and --allowed-origin values, checked: a name, not a URL; an origin, not a page."""
+    import re
+
+    hosts, origins = list(args.allowed_host), list(args.allowed_origin)
+    if (hosts or origins) and not args.http:
+        raise UsageError("--allowed-host and --allowed-origin apply to --http only")
+    for host in hosts:
+        if not re.fullmatch(r"(?:[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?", host):
+            raise UsageError(f"--allowed-host {host!r}: expected a host name with an optional port, "
+                             "e.g. mcp.example.com or mcp.example.com:8443 (no scheme, no path)")  # fmt: skip
+    for origin in origins:
+        if not re.fullmatch(r"https?://[^/\s?#]+", origin):
+            raise UsageError(f"--allowed-origin {origin!r}: expected scheme://host[:port], "
+                             "e.g. https://app.example.com (no path)")  # fmt: skip
+    return hosts, origins
+
+
+def _serve_http(
+    server: RunPythonServer,
+    listener: socket.socket,
+    host: str,
+    port: int,
+    allowed_hosts: list[str],
+    allowed_origins: list[str],
+) -> None:
     import uvicorn
 
-    config = uvicorn.Config(server.lowlevel().streamable_http_app(), log_level="warning")
+    from wasmexec._server.http_app import OperationsApp, transport_security
+    from wasmexec._server.metrics import RunMetrics
+
+    broker = server.broker
+    breakers = broker.pool.breaker_states if broker is not None else None
+    metrics = RunMetrics(server.admission, broker.config.servers if broker is not None else (), breakers)
+    server.admission.observer = metrics.observe_run
+    mcp_app = server.lowlevel().streamable_http_app(
+        transport_security=transport_security(allowed_hosts, allowed_origins)
+    )
+    app = OperationsApp(mcp_app, server.admission, metrics, breakers)
+    config = uvicorn.Config(app, log_level="warning")
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
     print(f"wasmexec: serving run_python at http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
     uvicorn.Server(config).run(sockets=[listener])

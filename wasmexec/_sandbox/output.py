@@ -11,6 +11,11 @@ message plus `ENTRY_OVERHEAD_BYTES` per entry, the first entry's overhead free (
 cap of N always keeps N bytes of a first line). The whole ``logs`` array therefore
 encodes to at most ``max_stdout_bytes + max_stderr_bytes + LOGS_OVERHEAD_BYTES``.
 Bytes past a cap are counted and dropped, never buffered.
+
+An `on_entry` callback hears each accepted piece (one or more complete lines, already
+cut to the caps) as it is added, so a stream built from it never carries more than the
+result's logs; it runs inside the WASI callback, so it must be quick, and an exception
+it raises is swallowed there, never passed into wasmtime.
 """
 
 from __future__ import annotations
@@ -122,9 +127,15 @@ class OutputCapture:
     """stdout (level ``log``) and stderr (level ``error``) of one run, in one ordered list."""
 
     def __init__(
-        self, max_stdout_bytes: int, max_stderr_bytes: int, started: float, clock: Callable[[], float] = time.monotonic
+        self,
+        max_stdout_bytes: int,
+        max_stderr_bytes: int,
+        started: float,
+        clock: Callable[[], float] = time.monotonic,
+        on_entry: Callable[[LogLevel, str], None] | None = None,
     ) -> None:
         self.entries: list[LogEntry] = []
+        self._on_entry = on_entry
         self._started = started
         self._clock = clock
         self._open: StreamCapture | None = None  # whose entry is last and may still grow
@@ -143,12 +154,21 @@ class OutputCapture:
 
     def add(self, stream: StreamCapture, text: str, now_ms: float, join: bool) -> None:
         """Appends lines to the last entry (`join`) or starts a new entry with them."""
+        self._tell(stream.level, text)
         if join:
             self._open_parts.append(text)
             return
         self._close_open()
         self.entries.append({"level": stream.level, "message": text, "time_ms": now_ms})
         self._open, self._open_parts, self._open_ms = stream, [text], now_ms
+
+    def _tell(self, level: LogLevel, text: str) -> None:
+        if self._on_entry is None:
+            return
+        try:
+            self._on_entry(level, text)
+        except Exception:  # a listener's bug must not cost the run its output (nor cross into wasmtime)
+            pass
 
     def _close_open(self) -> None:
         if self._open is not None and len(self._open_parts) > 1:

@@ -44,7 +44,7 @@ def _run(
     prepared: Prepared, image: str, code: str, limits: Limits, redactor: Redactor, state: RunState
 ) -> tuple[RunResult, int]:
     state.started = time.monotonic()  # the clock starts now, not while the component was loading
-    output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started)
+    output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started, on_entry=state.on_output)
     store = _new_store(prepared, limits, output, state)
     options = json.dumps({"max_result_bytes": limits.max_result_bytes})
     report: GuestReport | None = None

@@ -132,6 +132,7 @@ class Sandbox:
         *,
         approver: Callable[[dict[str, Any]], bool] | None = None,
         progress: Callable[[str], Any] | None = None,
+        on_output: Callable[[str, str], Any] | None = None,
     ) -> RunResult:
         """Runs `code` on a worker thread; a failing script is a result, never an exception.
 
@@ -143,7 +144,7 @@ class Sandbox:
         if self._limiter is None:  # no await since the check: one limiter per sandbox
             self._limiter = anyio.CapacityLimiter(self._max_concurrent_runs)  # async runs queue here, threadless
         state = self._new_state(limits)
-        state.approver, state.progress = approver, progress
+        state.approver, state.progress, state.on_output = approver, progress, on_output
         started, finished = threading.Event(), threading.Event()
 
         def work() -> RunResult:
@@ -170,11 +171,14 @@ class Sandbox:
         approver: Callable[[dict[str, Any]], bool] | None = None,
         progress: Callable[[str], Any] | None = None,
         control: RunControl | None = None,
+        on_output: Callable[[str, str], Any] | None = None,
     ) -> RunResult:
         """Runs `code` on the calling thread and returns the run result.
 
         `approver` is asked (blocking) before calls that need approval; without one they are denied.
         `progress` hears about each tool call; `control` lets another thread stop the run.
+        `on_output` hears each piece of printed output, ``(level, text)``, as it is captured (within
+        the output caps, unredacted; on the run thread: keep it quick and hand the text elsewhere).
 
         Ctrl-C: on the main thread, while SIGINT has Python's default handler, a SIGINT
         stops the run (its result says ``cancelled`` and is audited), then `run_sync`
@@ -187,7 +191,7 @@ class Sandbox:
             KeyboardInterrupt: SIGINT arrived during the run, which stopped cleanly.
         """
         state = self._new_state(limits)
-        state.approver, state.progress = approver, progress
+        state.approver, state.progress, state.on_output = approver, progress, on_output
         if control is not None:
             control.attach(state)
         with _sigint_stops(state) as interrupted:

@@ -21,6 +21,8 @@ from typing import Any
 from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
+from wasmexec._server.admission import Ticket, own_slot
+from wasmexec._server.streaming import OutputStream
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
 PAUSE_GRACE_S = 60.0
@@ -52,10 +54,14 @@ class ServerRun:
         session_key: int,
         warnings: list[str],
         can_ask: bool,
+        ticket: Ticket | None = None,
     ) -> None:
         self.session_key = session_key
         self.warnings = warnings
         self.control = RunControl()
+        self.output = OutputStream(sandbox.redactor)
+        """Printed output not yet streamed to the client."""
+        self._ticket = ticket if ticket is not None else own_slot()
         self.expires = time.monotonic() + limits.timeout_ms / 1000 + PAUSE_GRACE_S
         self._events: queue.Queue[Approval | Done] = queue.Queue()
         self._answers: queue.Queue[bool] = queue.Queue()
@@ -71,10 +77,13 @@ class ServerRun:
     def _work(self, sandbox: Sandbox, code: str, limits: Limits) -> None:
         approver = self._approve if self._can_ask else None  # None: such calls are denied with a hint
         result: RunResult | BaseException
-        try:
-            result = sandbox.run_sync(code, limits, approver=approver, progress=self._progress, control=self.control)
-        except BaseException as exc:  # reported to the request, never lost in a thread
-            result = exc
+        with self._ticket:  # queued until a run slot is free (`wasmexec._server.admission`)
+            try:
+                result = sandbox.run_sync(code, limits, approver=approver, progress=self._progress,
+                                          control=self.control, on_output=self.output.feed)  # fmt: skip
+            except BaseException as exc:  # reported to the request, never lost in a thread
+                result = exc
+        self._ticket.record(result)
         self._events.put(Done(result))
 
     def _approve(self, request: dict[str, Any]) -> bool:

@@ -43,9 +43,11 @@ from mcp.types import (
 
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
-from wasmexec._sandbox.sandbox import Sandbox
+from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
+from wasmexec._server.admission import DEFAULT_MAX_QUEUED_RUNS, Admission, busy_result
 from wasmexec._server.description import description, input_schema
 from wasmexec._server.runs import Approval, Done, PausedRuns, ServerRun
+from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._toolhost import internal_error
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.validation import schema_errors
@@ -68,6 +70,10 @@ class ServeOptions:
 
     limits: Limits = field(default_factory=Limits)
     """The operator's limits: the default of every call, and the most a call may ask for."""
+    max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS
+    """Runs executing at once (`wasmexec._server.admission`)."""
+    max_queued_runs: int = DEFAULT_MAX_QUEUED_RUNS
+    """Runs waiting for a slot; further calls are refused as retryable (HTTP: 503)."""
 
 
 def render_text(result: RunResult) -> str:
@@ -107,10 +113,12 @@ class RunPythonServer:
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
         self._paused = PausedRuns()
+        self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
+        self.log_levels = LogLevels()
 
     def lowlevel(self) -> Server[Any]:
         """The mcp lowlevel Server with this tool."""
-        return Server(
+        server: Server[Any] = Server(
             "wasmexec",
             version=__version__,
             on_list_tools=self.list_tools,
@@ -118,6 +126,8 @@ class RunPythonServer:
             get_tool_input_schema=lambda name: self.input_schema if name == TOOL_NAME else None,
             instructions="Use run_python to run Python that discovers and calls the configured tools.",
         )
+        self.log_levels.install(server)  # streamed output as log notifications (`wasmexec._server.streaming`)
+        return server
 
     async def list_tools(self, ctx: Context, params: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=[self.tool])
@@ -134,8 +144,11 @@ class RunPythonServer:
         code, limits, servers = self.arguments(params.arguments or {})
         can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
         warnings = await self._connect(servers)
+        ticket = self.admission.admit()
+        if ticket is None:
+            return busy_result(self.admission)
         run = ServerRun(self.sandbox, code, limits, session_key=_session_key(ctx), warnings=warnings,
-                        can_ask=can_ask)  # fmt: skip
+                        can_ask=can_ask, ticket=ticket)  # fmt: skip
         await ctx.session.report_progress(0, None, "running")
         run.start()
         return await self._drive(ctx, run)
@@ -167,7 +180,8 @@ class RunPythonServer:
                 portal.start_task_soon(ctx.session.report_progress, 0.5, None, message)
 
             try:
-                outcome = await self._until_done(ctx, run, report)
+                async with streamed(run.output, sender(ctx, self.log_levels)):
+                    outcome = await self._until_done(ctx, run, report)
             except anyio.get_cancelled_exc_class():
                 run.control.stop()  # the client cancelled: stop the run and its downstream calls
                 raise

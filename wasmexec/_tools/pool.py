@@ -88,6 +88,13 @@ class Breaker:
             )
         self.opened_at = self.clock()  # half-open: this call is the trial; others wait again
 
+    @property
+    def state(self) -> str:
+        """``closed``; ``open`` (refusing calls); ``half_open`` (cooled down: the next call is a trial)."""
+        if self.opened_at is None:
+            return "closed"
+        return "open" if self.clock() - self.opened_at < self.cooldown_s else "half_open"
+
     def succeeded(self) -> None:
         self.failures, self.opened_at = 0, None
 
@@ -345,6 +352,11 @@ class Pool:
     def notify_changed(self, server_id: str) -> None:
         if self.on_tools_changed is not None:
             self.on_tools_changed(server_id)
+
+    def breaker_states(self) -> dict[str, str]:
+        """Each configured server's breaker state (read-only; safe from any thread)."""
+        connections = self._connections
+        return {s: connections[s].breaker.state if s in connections else "closed" for s in self.servers}
 
     def _connection(self, server_id: str) -> _Connection:
         if server_id not in self._connections:

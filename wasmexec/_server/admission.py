@@ -1,0 +1,131 @@
+"""How many `run_python` runs a server takes at once, and how many it lets wait.
+
+A call is admitted when fewer than ``max_concurrent_runs + max_queued_runs`` runs are
+in flight or queued; otherwise it is refused at once (HTTP: 503 with ``Retry-After``
+before the JSON-RPC dispatch, see `wasmexec._server.http_app`; stdio: a retryable
+error result, `busy_result`), so a burst of calls cannot pile up threads and memory.
+An admitted run waits on its own thread for one of ``max_concurrent_runs`` slots.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from types import TracebackType
+
+from mcp.types import CallToolResult, TextContent
+
+from wasmexec._envelope import TOOL_NAME, RunResult
+from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS
+from wasmexec._version import __version__
+
+#: Runs waiting for a slot beyond those running: a short burst waits, a flood is refused.
+DEFAULT_MAX_QUEUED_RUNS = 16
+#: What a refused client is told to wait (seconds): about one short run.
+RETRY_AFTER_S = 2
+
+Observer = Callable[[RunResult | BaseException], None]
+
+
+class Admission:
+    """Counts runs in flight and queued; thread-safe."""
+
+    def __init__(
+        self,
+        max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS,
+        max_queued_runs: int = DEFAULT_MAX_QUEUED_RUNS,
+        observer: Observer | None = None,
+    ) -> None:
+        """
+        Args:
+            max_concurrent_runs: runs executing at once.
+            max_queued_runs: admitted runs waiting for a slot; more calls are refused.
+            observer: told each admitted run's result (or the exception that kept it from running).
+        """
+        self.max_concurrent_runs = max_concurrent_runs
+        self.max_queued_runs = max_queued_runs
+        self.observer = observer
+        self._lock = threading.Lock()
+        self._slots = threading.Semaphore(max_concurrent_runs)
+        self.running = 0
+        self.queued = 0
+
+    def full(self) -> bool:
+        """Whether the next call would be refused."""
+        return self.running + self.queued >= self.max_concurrent_runs + self.max_queued_runs
+
+    def admit(self) -> Ticket | None:
+        """A place for one run (queued until it enters its ticket), or None when full."""
+        with self._lock:
+            if self.full():
+                return None
+            self.queued += 1
+        return Ticket(self)
+
+
+def own_slot() -> Ticket:
+    """A ticket of a private, empty admission: for a run that no server admitted (never waits)."""
+    ticket = Admission(1, 0).admit()
+    assert ticket is not None  # an empty admission always has room
+    return ticket
+
+
+class Ticket:
+    """One admitted run. ``with ticket:`` waits for a slot and holds it; `record` reports the result."""
+
+    def __init__(self, admission: Admission) -> None:
+        self._admission = admission
+
+    def __enter__(self) -> Ticket:
+        admission = self._admission
+        admission._slots.acquire()
+        with admission._lock:
+            admission.queued -= 1
+            admission.running += 1
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        admission = self._admission
+        with admission._lock:
+            admission.running -= 1
+        admission._slots.release()
+
+    def record(self, result: RunResult | BaseException) -> None:
+        """Tells the observer (metrics) how the run ended; never raises."""
+        observer = self._admission.observer
+        if observer is not None:
+            try:
+                observer(result)
+            except Exception:  # metrics must never cost a run its result
+                pass
+
+
+def busy_result(admission: Admission) -> CallToolResult:
+    """The answer to a call that found the server full: a retryable failure in the run result's shape."""
+    message = (
+        f"the server is busy: {admission.running} runs in flight and {admission.queued} queued "
+        f"(at most {admission.max_concurrent_runs} and {admission.max_queued_runs})"
+    )
+    hint = f"Retry in {RETRY_AFTER_S} s; nothing ran."
+    metrics = {"duration_ms": 0.0, "fuel_used": None, "memory_peak_bytes": None, "tool_calls": 0}
+    structured = {
+        "run_id": uuid.uuid4().hex,
+        "trace_id": uuid.uuid4().hex,
+        "tool_name": TOOL_NAME,
+        "tool_version": __version__,
+        "input_digest": "",
+        "output_digest": "",
+        "sandbox_image": "",
+        "duration_ms": 0.0,
+        "approval_state": "NOT_REQUIRED",
+        "result": {"ok": False, "error": {"type": "ServerBusy", "message": message, "retryable": True},
+                   "metrics": metrics},
+        "logs": [],
+        "diagnostics": [{"severity": "error", "code": "SERVER_BUSY", "message": message, "hint": hint}],
+        "tool_trace": [],
+    }  # fmt: skip
+    text = f"Error: ServerBusy: {message}. Hint: {hint}"
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True)

@@ -1,0 +1,33 @@
+"""``GET /healthz``: a cheap answer to "is this server up, and how loaded is it?".
+
+It reads counters only (no connection is made, no lock is held for long) and tells
+nothing secret: no config, no paths, no credentials; server ids appear only with
+their breaker state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from wasmexec._server.admission import Admission
+from wasmexec._version import __version__
+
+
+def health(admission: Admission, breaker_states: Callable[[], dict[str, str]] | None = None) -> dict[str, Any]:
+    """The health document: status, version, runs in flight and queued, breakers not closed."""
+    breakers = breaker_states() if breaker_states is not None else {}
+    return {
+        "status": "busy" if admission.full() else "ok",
+        "version": __version__,
+        "runs": {
+            "in_flight": admission.running,
+            "queued": admission.queued,
+            "max_concurrent": admission.max_concurrent_runs,
+            "max_queued": admission.max_queued_runs,
+        },
+        "breakers": {
+            "open": sorted(s for s, state in breakers.items() if state == "open"),
+            "half_open": sorted(s for s, state in breakers.items() if state == "half_open"),
+        },
+    }
