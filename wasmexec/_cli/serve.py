@@ -26,6 +26,7 @@ from wasmexec._cli.options import (
     open_audit,
     opened_broker,
     runtime_from_args,
+    skills_from_args,
 )
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ def command_serve(args: argparse.Namespace) -> int:
                 stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
             )
             sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
-                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit)  # fmt: skip
+                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
+                              skills=skills_from_args(args))  # fmt: skip
             server = RunPythonServer(sandbox, ServeOptions(limits=limits), broker)
             if listener is not None:
                 _serve_http(server, listener, args.host, args.port)
