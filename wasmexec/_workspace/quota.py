@@ -14,8 +14,10 @@ counts towards the entry limit. Every walk is fd-relative and never follows a sy
 and stops one entry past the limit.
 
 A file the guest deleted while it still holds it open keeps using disk and is in no
-directory: when a file disappears, the host looks for it among this process's open
-descriptors (wasmtime opens the guest's files) and keeps charging it while it is open.
+directory: when inotify names a file that is gone (or on every walk without inotify), the
+host looks among this process's open descriptors (wasmtime opens the guest's files) for
+files below the roots with no link left, and charges them while they stay open (Linux:
+through /proc/self/fd; elsewhere such a file is not seen until it is closed).
 
 Overshoot: a stream write is at most 64 KiB per WASI call and the check runs every tick,
 so the cap is passed by at most one tick of writing. One exception: ``os.pwrite`` is a
@@ -110,6 +112,7 @@ class Quota:
             else:
                 began = time.perf_counter()
                 self._rescan()
+                self._find_orphans()  # no events name a deleted file here: look every time
                 cost = time.perf_counter() - began
                 self._skip = 0 if cost <= SCAN_BUDGET_S else int(cost / SCAN_BUDGET_S)
             if self._orphans:
