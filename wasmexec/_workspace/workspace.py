@@ -37,6 +37,10 @@ GUEST_TMP = "/tmp"
 GUEST_SKILLS = "/skills"
 
 
+class InputError(ValueError):
+    """An input file could not be written into the workspace (something the guest left is in the way)."""
+
+
 @dataclass(frozen=True)
 class Inputs:
     """Input files, checked: relative paths split into parts, and their total size."""
@@ -128,8 +132,9 @@ class RunWorkspace:
         """Makes the directories, copies the inputs in, starts the quota; a limit the inputs already pass.
 
         Raises:
-            OSError: a directory could not be made, an input could not be copied, or the
-                in-place workspace is not a directory.
+            InputError: an input could not be written (in an in-place workspace, a symlink or a file
+                where a directory should be); nothing outside the workspace is ever touched.
+            OSError: a directory could not be made (a full disk).
         """
         if self.inputs.total_bytes > self.limits.workspace_bytes:
             return "workspace_bytes"
@@ -139,10 +144,15 @@ class RunWorkspace:
         self._root_fd = safefs.open_root(self.directory)
         self._tmp_fd = safefs.open_root(self.run_dir.tmp)
         for parts, content in self.inputs.files:
-            if isinstance(content, Path):
-                safefs.copy_in(self._root_fd, parts, content)
-            else:
-                safefs.write_bytes(self._root_fd, parts, content)
+            try:
+                if isinstance(content, Path):
+                    safefs.copy_in(self._root_fd, parts, content)
+                else:
+                    safefs.write_bytes(self._root_fd, parts, content)
+            except OSError as exc:
+                name, reason = "/".join(parts), exc.strerror or exc
+                raise InputError(f"files: cannot write {name!r} into the workspace ({reason}; a symlink "
+                                 "or a file where a directory should be is never followed)") from None  # fmt: skip
         self._quota = Quota([self._root_fd, self._tmp_fd], self.limits.workspace_bytes, self.limits.workspace_files)
         reason = self._quota.start()
         if reason is None:
