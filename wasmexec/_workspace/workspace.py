@@ -150,8 +150,8 @@ class RunWorkspace:
                 else:
                     safefs.write_bytes(self._root_fd, parts, content)
             except OSError as exc:
-                name, reason = "/".join(parts), exc.strerror or exc
-                raise InputError(f"files: cannot write {name!r} into the workspace ({reason}; a symlink "
+                name, why = "/".join(parts), exc.strerror or exc
+                raise InputError(f"files: cannot write {name!r} into the workspace ({why}; a symlink "
                                  "or a file where a directory should be is never followed)") from None  # fmt: skip
         self._quota = Quota([self._root_fd, self._tmp_fd], self.limits.workspace_bytes, self.limits.workspace_files)
         reason = self._quota.start()
