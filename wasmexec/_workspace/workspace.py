@@ -199,14 +199,14 @@ class RunWorkspace:
         return None, found, usage.symlinks
 
     def release(self) -> None:
-        """Closes descriptors and hands the run directory to the reaper (idempotent)."""
-        if self._quota is not None:
-            self._quota.close()
-            self._quota = None
+        """Closes descriptors and hands the run directory (and the quota's slow close) to the reaper. Idempotent."""
+        quota, self._quota = self._quota, None
         for fd in (self._root_fd, self._tmp_fd):
             if fd >= 0:
                 os.close(fd)
         self._root_fd = self._tmp_fd = -1
         if self.run_dir is not None:
-            self.pool.release(self.run_dir)
+            self.pool.release(self.run_dir, quota.close if quota is not None else None)
             self.run_dir = None
+        elif quota is not None:
+            quota.close()
