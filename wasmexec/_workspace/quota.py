@@ -76,7 +76,6 @@ class Quota:
         self._look_for_orphans = False
         self._watcher: Inotify | None = None
         self._skip = 0
-        self._every = 1
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> StopReason | None:
