@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from wasmexec._tools.broker import Broker
     from wasmexec._tools.config import Config, ServerConfig, load_config, parse_config
     from wasmexec._tools.policy import Policy, load_policy
+    from wasmexec._workspace.store import ArtifactStore
 
 __all__ = [
+    "ArtifactStore",
     "AuditLog",
     "Broker",
     "BuildError",
@@ -57,6 +59,7 @@ __all__ = [
 ]
 
 _HOMES = {
+    "ArtifactStore": "_workspace.store",
     "AuditLog": "_audit",
     "Broker": "_tools.broker",
     "Config": "_tools.config",

@@ -20,7 +20,8 @@ LogLevel = Literal["debug", "log", "warn", "error"]
 Severity = Literal["error", "warning", "info"]
 ApprovalState = Literal["NOT_REQUIRED", "APPROVED", "DENIED"]
 LimitName = Literal[
-    "timeout", "memory", "fuel", "stack", "result_bytes", "result_depth", "tool_calls", "payload_bytes", "cancelled"
+    "timeout", "memory", "fuel", "stack", "result_bytes", "result_depth", "tool_calls", "payload_bytes", "cancelled",
+    "workspace_bytes", "workspace_files",
 ]  # fmt: skip
 #: Why the host stopped a run: a limit, or a refused blocking wait (a BLOCKING_WAIT error, not a limit).
 StopReason = LimitName | Literal["blocking_wait"]
@@ -104,6 +105,18 @@ class ToolTraceEntry(TypedDict):
     error: NotRequired[str]
 
 
+class Artifact(TypedDict):
+    """A file the run created or changed in /workspace."""
+
+    path: str
+    """Relative to /workspace, ``/``-separated."""
+    size: int
+    sha256: str
+    """Hex digest of the content."""
+    mime_type: str
+    """From the file name (images only when their first bytes agree); ``application/octet-stream`` if unknown."""
+
+
 class RunResult(TypedDict):
     """Everything one run returns."""
 
@@ -123,6 +136,8 @@ class RunResult(TypedDict):
     logs: list[LogEntry]
     diagnostics: list[Diagnostic]
     tool_trace: list[ToolTraceEntry]
+    artifacts: list[Artifact]
+    """Files the run created or changed in /workspace, sorted by path (empty without a workspace)."""
 
 
 #: Characters that JSON allows raw in strings but line-based readers split on (Python's

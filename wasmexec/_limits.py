@@ -20,9 +20,18 @@ DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024
 #: A script that makes hundreds of calls is almost always looping by mistake.
 DEFAULT_MAX_TOOL_CALLS = 200
 
+#: Room for data work on a few CSVs, charts and a zip, small enough that many parallel runs fit on a laptop disk.
+DEFAULT_WORKSPACE_MB = 64
+#: Files, directories and symlinks in /workspace and /tmp together: a data run needs tens, a loop bug makes thousands.
+DEFAULT_WORKSPACE_FILES = 1000
+
 #: Upper bounds that keep one run from starving the host.
 MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000
 MAX_MEMORY_MB = 4095
+#: A run's files stay under the artifact store and the host's temp dir: a few GiB at most.
+MAX_WORKSPACE_MB = 16 * 1024
+#: Every check of the workspace walks at most this many entries plus one.
+MAX_WORKSPACE_FILES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,11 @@ class Limits:
     """Size of the result value as JSON."""
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
     """Tool calls per run."""
+    workspace_mb: int = DEFAULT_WORKSPACE_MB
+    """Bytes in /workspace and /tmp together, in MiB (inputs included; a file is charged its size or its
+    disk blocks, whichever is larger)."""
+    workspace_files: int = DEFAULT_WORKSPACE_FILES
+    """Files, directories and symlinks in /workspace and /tmp together (inputs included)."""
 
     def __post_init__(self) -> None:
         _check_range("timeout_ms", self.timeout_ms, 1, MAX_TIMEOUT_MS)
@@ -51,11 +65,18 @@ class Limits:
             _check_range("fuel", self.fuel, 1, 2**63 - 1)
         for name in ("max_stdout_bytes", "max_stderr_bytes", "max_result_bytes", "max_tool_calls"):
             _check_range(name, getattr(self, name), 0, 2**40)
+        _check_range("workspace_mb", self.workspace_mb, 0, MAX_WORKSPACE_MB)
+        _check_range("workspace_files", self.workspace_files, 0, MAX_WORKSPACE_FILES)
 
     @property
     def memory_bytes(self) -> int:
         """`memory_mb` in bytes."""
         return self.memory_mb * 1024 * 1024
+
+    @property
+    def workspace_bytes(self) -> int:
+        """`workspace_mb` in bytes."""
+        return self.workspace_mb * 1024 * 1024
 
     def replace(self, **changes: int | None) -> Limits:
         """A copy with some fields changed (validated again)."""

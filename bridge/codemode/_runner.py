@@ -18,7 +18,7 @@ import sys
 import traceback
 from typing import Any
 
-from codemode import _jsonable, _loop, errors
+from codemode import _files, _jsonable, _loop, errors
 from codemode._restrict import hint_for
 
 FILENAME = "<sandbox>"
@@ -103,6 +103,7 @@ class _Run:
     def __init__(self, code: str, options: dict[str, Any]) -> None:
         self.code = code
         self.max_result_bytes = int(options.get("max_result_bytes", _DEFAULT_MAX_RESULT_BYTES))
+        self.options = options
         self.diagnostics: list[dict[str, Any]] = []
         self.error: dict[str, Any] | None = None
 
@@ -110,6 +111,7 @@ class _Run:
         random.seed()  # the pre-init snapshot would otherwise replay one sequence every run
         linecache.cache[FILENAME] = (len(self.code), None, self.code.splitlines(True), FILENAME)
         namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        _files.enter(self.options)
         try:
             code_object = self._compile()
         except SyntaxError as exc:

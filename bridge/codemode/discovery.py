@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from codemode import _host
+from codemode import _files, _host
 
-__all__ = ["describe_server", "get_tool", "list_servers", "list_tools", "search_tools", "spec_version"]
+__all__ = [
+    "describe_server", "get_tool", "list_servers", "list_skills", "list_tools", "search_tools", "spec_version"
+]  # fmt: skip
 
 #: The version of this discovery API (declared here, served by ``__getattr__`` below).
 spec_version: str
@@ -85,3 +87,13 @@ def search_tools(
     if server_id is not None:
         request["server_id"] = server_id
     return _host.catalog("search_tools", request)  # type: ignore[no-any-return]
+
+
+def list_skills() -> list[dict[str, str]]:
+    """Saved helpers you can import: ``[{"name", "doc"}]`` (doc: the module docstring's first paragraph).
+
+    A skill is a ``.py`` file in /skills (read-only, from the operator) or /workspace/skills
+    (yours, kept across runs of a session); /skills wins a name clash.
+    Example: ``[s["name"] for s in discovery.list_skills()]``, then ``from skills import csvtools``.
+    """
+    return _files.list_skills()

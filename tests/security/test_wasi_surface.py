@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
 from tests.security._support import UNBLOCK_IMPORTS, assert_host_survives, run, timed_run
-from wasmexec import Runtime
+from wasmexec import Limits, Runtime, Sandbox
 
 HOST_INTERFACE = "wasmexec:sandbox/host@0.1.0"
 
@@ -75,10 +75,16 @@ def test_the_host_interface_offers_only_catalog_start_call_and_wait(runtime: Run
 # -- wasi:filesystem: no preopens ------------------------------------------------------------
 
 
-def test_wasi_filesystem_has_no_preopened_directory(runtime: Runtime) -> None:
+def test_wasi_filesystem_has_no_preopened_directory_without_a_workspace(runtime: Runtime) -> None:
     # wasi-libc resolves every path against the preopens; with none, even "/" does not exist.
     code = "import os\n[os.path.exists('/'), os.path.isdir('.'), os.access('/', os.R_OK)]"
-    assert data_of(run(runtime, code)) == [False, False, False]
+    result = Sandbox(Limits(timeout_ms=10_000), runtime=runtime, workspaces=False).run_sync(code)
+    assert data_of(result) == [False, False, False]
+
+
+def test_wasi_filesystem_preopens_only_the_workspace_and_tmp(runtime: Runtime) -> None:
+    code = "import os\n[os.path.exists(p) for p in ('/', '/workspace', '/tmp', '/skills', '/workspace/..')]"
+    assert data_of(run(runtime, code)) == [False, True, True, False, False]
 
 
 # -- wasi:sockets: denied by the empty context -------------------------------------------------

@@ -24,6 +24,7 @@ VALID = {
     "logs": [{"level": "log", "message": "hi", "time_ms": 0.1}],
     "diagnostics": [{"severity": "error", "code": "SANDBOX_LIMIT", "message": "m", "hint": "h", "limit": "timeout"}],
     "tool_trace": [{"server_id": "s", "tool_name": "t", "duration_ms": 2.0, "ok": False, "error": "boom"}],
+    "artifacts": [{"path": "out/chart.png", "size": 69, "sha256": "0" * 64, "mime_type": "image/png"}],
 }
 
 

@@ -30,6 +30,7 @@ from wasmexec._cli.options import (
     open_audit,
     opened_broker,
     runtime_from_args,
+    skills_from_args,
 )
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def command_serve(args: argparse.Namespace) -> int:
             )
             sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
                               redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
-                              max_concurrent_runs=args.max_concurrent_runs)  # fmt: skip
+                              max_concurrent_runs=args.max_concurrent_runs, skills=skills_from_args(args))  # fmt: skip
             options = ServeOptions(limits=limits, max_concurrent_runs=args.max_concurrent_runs,
                                    max_queued_runs=args.max_queued_runs)  # fmt: skip
             server = RunPythonServer(sandbox, options, broker)

@@ -27,7 +27,7 @@ from wasmexec import _runstate
 
 #: The clock's resolution: a busy loop overruns its deadline by at most about this.
 TICK_MS = 10
-#: How often (in ticks) a running store asks whether it was cancelled.
+#: How often (in ticks) a running store asks whether it was cancelled (a store may ask more often).
 CHECK_EVERY_TICKS = 2
 
 _CONTINUE = 0
@@ -68,8 +68,8 @@ class EpochTicker:
                     self._wake.clear()
 
 
-# Stop decisions of live stores, by key; the C callback looks them up here.
-_deciders: dict[int, Callable[[], str | None]] = {}
+# Stop decisions of live stores and their check interval in ticks, by key; the C callback looks them up here.
+_deciders: dict[int, tuple[Callable[[], str | None], int]] = {}
 _keys = itertools.count(1)
 
 _CALLBACK_TYPE = ctypes.CFUNCTYPE(
@@ -86,7 +86,7 @@ _FINALIZER_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _on_deadline(context: Any, data: int | None, delta: Any, kind: Any) -> int:
     try:
         try:
-            decide = _deciders.get(data or 0)
+            decide, every = _deciders.get(data or 0, (None, CHECK_EVERY_TICKS))
             reason = decide() if decide is not None else "stopped"
         except Exception:
             reason = "internal error in the deadline check"
@@ -95,7 +95,7 @@ def _on_deadline(context: Any, data: int | None, delta: Any, kind: Any) -> int:
         if reason is not None:
             error = ffi.wasmtime_error_new(f"wasmexec: {reason}".encode())
             return ctypes.cast(error, ctypes.c_void_p).value or 0
-        delta[0] = CHECK_EVERY_TICKS
+        delta[0] = every
         kind[0] = _CONTINUE
         return 0
     except BaseException:  # a second interrupt while handling the first: stop, never raise into wasmtime
@@ -115,9 +115,13 @@ def _on_finalize(data: int | None) -> None:
     _deciders.pop(data or 0, None)
 
 
-def watch_store(store: Any, decide: Callable[[], str | None]) -> None:
-    """Calls `decide` every few ticks while `store` runs wasm; a returned reason traps the run."""
+def watch_store(store: Any, decide: Callable[[], str | None], every_ticks: int = CHECK_EVERY_TICKS) -> None:
+    """Calls `decide` every `every_ticks` ticks while `store` runs wasm; a returned reason traps the run.
+
+    A run with a workspace asks on every tick: its quota check is cheap, and a write flood
+    must stop within one tick.
+    """
     key = next(_keys)
-    _deciders[key] = decide
+    _deciders[key] = (decide, every_ticks)
     ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_deadline, key, _on_finalize)
-    store.set_epoch_deadline(CHECK_EVERY_TICKS)
+    store.set_epoch_deadline(every_ticks)

@@ -18,6 +18,7 @@ from wasmexec._envelope import (
     MAX_RESULT_DEPTH,
     TOOL_NAME,
     ApprovalState,
+    Artifact,
     Diagnostic,
     ErrorInfo,
     LimitName,
@@ -73,6 +74,14 @@ _LIMIT_MESSAGES: dict[str, tuple[str, str]] = {
         "A tool call's arguments or answer were over the {max_payload_bytes} bytes one host call carries.",
         "Send or ask for less data per call (filter, paginate, lower detail).",
     ),
+    "workspace_bytes": (
+        "The files in /workspace and /tmp passed the workspace limit of {workspace_mb} MiB.",
+        "Write less (delete temporary files, compress), or ask for a higher workspace_mb.",
+    ),
+    "workspace_files": (
+        "The files and directories in /workspace and /tmp passed the workspace limit of {workspace_files} entries.",
+        "Write fewer files (one archive or one table instead of many), or ask for a higher workspace_files.",
+    ),
 }
 
 #: Limits the guest trips by itself, inside the sandbox or at a host call's size check
@@ -116,6 +125,7 @@ def host_error_result(state: RunState, exc: BaseException, image: str = "") -> R
         "logs": [],
         "diagnostics": [diagnostic],
         "tool_trace": [],
+        "artifacts": [],
     }
 
 
@@ -148,6 +158,9 @@ class ResultBuilder:
         self.data: Any = None
         self.error: ErrorInfo | None = None
         self.diagnostics: list[Diagnostic] = []
+        self.limit: str | None = None
+        """The limit (or stop reason) the run failed with, if any."""
+        self.artifacts: list[Artifact] = []
 
     def take_report(self, report: GuestReport) -> None:
         self.diagnostics.extend(report.diagnostics)
@@ -180,6 +193,7 @@ class ResultBuilder:
 
     def fail_with_limit(self, limit: str) -> None:
         """Fails the run with what the host found: a limit, a refused blocking wait, or a trap."""
+        self.limit = limit
         if limit == "blocking_wait":
             self._sandbox_error(
                 "BLOCKING_WAIT", _BLOCKING_WAIT, "Use time.sleep or asyncio (they wait through the host)."
@@ -199,6 +213,8 @@ class ResultBuilder:
             max_result_bytes=self.limits.max_result_bytes,
             max_result_depth=MAX_RESULT_DEPTH,
             max_payload_bytes=MAX_PAYLOAD_BYTES,
+            workspace_mb=self.limits.workspace_mb,
+            workspace_files=self.limits.workspace_files,
         )
         self.fail("SandboxLimitError", message, retryable=limit in _RETRYABLE)
         limit_name: LimitName = limit  # type: ignore[assignment]
@@ -231,6 +247,18 @@ class ResultBuilder:
                     "code": "LOGS_TRUNCATED",
                     "message": "Output over the log limits was dropped.",
                     "hint": "Print less, or summarize before printing.",
+                }
+            )
+
+    def add_symlink_warning(self, symlinks: int) -> None:
+        """Says that symlinks in the workspace were left out of the artifacts."""
+        if symlinks:
+            self.diagnostics.append(
+                {
+                    "severity": "warning",
+                    "code": "SYMLINKS_SKIPPED",
+                    "message": f"{symlinks} symlink(s) in /workspace are not artifacts (symlinks are never followed).",
+                    "hint": "Write regular files (shutil.copy) for anything that should be returned.",
                 }
             )
 
@@ -268,5 +296,6 @@ class ResultBuilder:
             "logs": redacted["logs"],
             "diagnostics": redacted["diagnostics"],
             "tool_trace": redacted["tool_trace"],
+            "artifacts": self.artifacts,
         }
         return result, found

@@ -6,6 +6,8 @@ import hashlib
 import json
 import time
 import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from wasmtime import Store, Trap, WasiConfig, WasmtimeError
 
@@ -20,33 +22,62 @@ from wasmexec._sandbox.report import GuestReport, parse_report
 from wasmexec._sandbox.result import ResultBuilder, host_error_result
 from wasmexec._sandbox.runtime import Prepared, Runtime
 from wasmexec._toolhost import ToolHost
+from wasmexec._workspace.workspace import InputError
+
+if TYPE_CHECKING:
+    from wasmexec._workspace.workspace import RunWorkspace
 
 
 def execute(
-    runtime: Runtime, code: str, limits: Limits, tools: ToolHost, redactor: Redactor, state: RunState | None = None
+    runtime: Runtime,
+    code: str,
+    limits: Limits,
+    tools: ToolHost,
+    redactor: Redactor,
+    state: RunState | None = None,
+    workspace: RunWorkspace | None = None,
 ) -> tuple[RunResult, int]:
     """Runs `code` once in a fresh sandbox; returns the run result and how many secrets were redacted.
 
-    Never raises once the guest is ready: a failure on the host becomes a structured
-    ``SandboxError`` result (`host_error_result`), so every run has a result to audit.
+    With a `workspace` (prepared by the caller, released by the caller) the guest gets its
+    /workspace and /tmp, the workspace limits are checked on every tick, and the result lists
+    the artifacts. Never raises once the guest is ready: a failure on the host becomes a
+    structured ``SandboxError`` result (`host_error_result`), so every run has a result to audit.
     """
     state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
     state.code_digest = "sha256:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
     prepared = runtime.prepare(limits.fuel is not None)
     image = runtime.sandbox_image
     try:
-        return _run(prepared, image, code, limits, redactor, state)
+        return _run(prepared, image, code, limits, redactor, state, workspace)
+    except InputError:
+        raise  # the caller's inputs, not the host, failed: a clear error for the caller
     except Exception as exc:
         return host_error_result(state, exc, image), 0
 
 
 def _run(
-    prepared: Prepared, image: str, code: str, limits: Limits, redactor: Redactor, state: RunState
+    prepared: Prepared,
+    image: str,
+    code: str,
+    limits: Limits,
+    redactor: Redactor,
+    state: RunState,
+    workspace: RunWorkspace | None,
 ) -> tuple[RunResult, int]:
     state.started = time.monotonic()  # the clock starts now, not while the component was loading
     output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started, on_entry=state.on_output)
-    store = _new_store(prepared, limits, output, state)
-    options = json.dumps({"max_result_bytes": limits.max_result_bytes})
+    if workspace is not None:
+        passed = workspace.prepare()
+        if passed is not None:  # the inputs alone pass a workspace limit: the code does not run
+            builder = ResultBuilder(state, image, limits)
+            builder.fail_with_limit(passed)
+            return builder.finish([], None, redactor)
+    store = _new_store(prepared, limits, output, state, workspace)
+    guest_options: dict[str, object] = {"max_result_bytes": limits.max_result_bytes}
+    if workspace is not None:
+        guest_options.update(workspace.guest_options())
+    options = json.dumps(guest_options)
     report: GuestReport | None = None
     fault: Exception | None = None
     try:
@@ -78,23 +109,57 @@ def _run(
         builder.fail_with_limit(state.stop_reason)
     elif report is not None:
         builder.take_report(report)
+    if workspace is not None:
+        _collect_artifacts(builder, workspace)
     logs = output.finish()
     builder.add_host_warnings(state.warnings, output.truncated)
     return builder.finish(logs, fuel_used, redactor)
 
 
-def _new_store(prepared: Prepared, limits: Limits, output: OutputCapture, state: RunState) -> Store:
+def _collect_artifacts(builder: ResultBuilder, workspace: RunWorkspace) -> None:
+    """The workspace limits checked once more after the guest stopped, and its artifacts listed."""
+    passed = builder.limit is not None and builder.limit.startswith("workspace_")
+    reason, artifacts, symlinks = workspace.collect(list_artifacts=not passed)
+    if reason is not None and builder.limit is None:
+        builder.fail_with_limit(reason)  # passed in the last tick, or by one pwrite
+    builder.artifacts = artifacts
+    builder.add_symlink_warning(symlinks)
+
+
+def _new_store(
+    prepared: Prepared, limits: Limits, output: OutputCapture, state: RunState, workspace: RunWorkspace | None
+) -> Store:
     """A fresh Store with the run's limits, its output captured and its deadline watched."""
     store = Store(prepared.engine)
-    wasi = WasiConfig()  # empty: no files, env, args, network; stdin reads as empty
+    wasi = WasiConfig()  # no env, args or network; stdin reads as empty; files only in a workspace
     wasi.stdout_custom = output.stdout.write
     wasi.stderr_custom = output.stderr.write
+    if workspace is not None:
+        workspace.preopen(wasi)
     store.set_wasi(wasi)
     store.set_limits(memory_size=limits.memory_bytes)
     if limits.fuel is not None:
         store.set_fuel(limits.fuel)
-    _epoch.watch_store(store, state.should_stop)
+    if workspace is None:
+        _epoch.watch_store(store, state.should_stop)
+    else:
+        _epoch.watch_store(store, _stop_or_quota(state, workspace), every_ticks=1)
     return store
+
+
+def _stop_or_quota(state: RunState, workspace: RunWorkspace) -> Callable[[], str | None]:
+    """The deadline question of a workspace run: a stop reason, else a workspace limit passed."""
+
+    def decide() -> str | None:
+        reason = state.should_stop()
+        if reason is None:
+            passed = workspace.check()
+            if passed is not None:
+                state.stop(passed)
+                return passed
+        return reason
+
+    return decide
 
 
 def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used: int | None) -> str | None:

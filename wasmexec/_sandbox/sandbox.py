@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -20,6 +21,9 @@ from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import Runtime, default_runtime
 from wasmexec._toolhost import NoTools, ToolHost
+from wasmexec._workspace.pool import default_pool
+from wasmexec._workspace.store import ArtifactStore
+from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
 
 if TYPE_CHECKING:
     import anyio
@@ -74,6 +78,9 @@ class Sandbox:
         tools: ToolHost | None = None,
         max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS,
         audit: AuditLog | None = None,
+        skills: str | os.PathLike[str] | None = None,
+        artifact_store: ArtifactStore | None = None,
+        workspaces: bool = True,
     ) -> None:
         """
         Args:
@@ -84,6 +91,11 @@ class Sandbox:
             tools: answers discovery and tool calls (the broker); none by default.
             max_concurrent_runs: runs executing at once; later ones queue.
             audit: records one line per run (digests, outcome, counts; never the code or data).
+            skills: a directory mounted read-only at /skills in every run (its ``*.py`` import as
+                ``skills.<name>``); a run may name another.
+            artifact_store: keeps the artifacts of finished runs for `read_artifact`; by default a
+                private one with the default retention (256 artifacts, 256 MiB, one hour, LRU).
+            workspaces: False gives runs no /workspace or /tmp at all (no files in or out; cheapest).
         """
         self.limits = limits or Limits()
         if runtime is None:
@@ -95,6 +107,10 @@ class Sandbox:
         self._limiter: anyio.CapacityLimiter | None = None  # made by the first async run: `run_sync` needs no anyio
         self._slots = threading.BoundedSemaphore(max_concurrent_runs)  # and every run, sync too, takes a slot
         self.audit = audit
+        self.skills = _existing_dir("skills", skills)
+        self.artifacts = artifact_store if artifact_store is not None else ArtifactStore()
+        self._owns_store = artifact_store is None
+        self.workspaces = workspaces
         self._closed = False
 
     async def __aenter__(self) -> Sandbox:
@@ -122,8 +138,10 @@ class Sandbox:
         self.runtime.prepare(self.limits.fuel is not None)
 
     def close(self) -> None:
-        """Refuses further runs. Idempotent."""
+        """Refuses further runs and drops the artifacts it kept (unless the store was given). Idempotent."""
         self._closed = True
+        if self._owns_store:
+            self.artifacts.close()
 
     async def run(
         self,
@@ -133,10 +151,14 @@ class Sandbox:
         approver: Callable[[dict[str, Any]], bool] | None = None,
         progress: Callable[[str], Any] | None = None,
         on_output: Callable[[str, str], Any] | None = None,
+        files: Mapping[str, InputValue] | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+        skills: str | os.PathLike[str] | None = None,
     ) -> RunResult:
         """Runs `code` on a worker thread; a failing script is a result, never an exception.
 
         Cancelling the awaiting task stops the run promptly (its result is discarded).
+        `files`, `workspace` and `skills` are as in `run_sync`.
         """
         import anyio
         import anyio.to_thread
@@ -145,12 +167,13 @@ class Sandbox:
             self._limiter = anyio.CapacityLimiter(self._max_concurrent_runs)  # async runs queue here, threadless
         state = self._new_state(limits)
         state.approver, state.progress, state.on_output = approver, progress, on_output
+        files_in = self._new_workspace(state.limits, files, workspace, skills)
         started, finished = threading.Event(), threading.Event()
 
         def work() -> RunResult:
             started.set()
             try:
-                return self._execute(code, state)
+                return self._execute(code, state, files_in)
             finally:
                 finished.set()
 
@@ -172,6 +195,9 @@ class Sandbox:
         progress: Callable[[str], Any] | None = None,
         control: RunControl | None = None,
         on_output: Callable[[str, str], Any] | None = None,
+        files: Mapping[str, InputValue] | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+        skills: str | os.PathLike[str] | None = None,
     ) -> RunResult:
         """Runs `code` on the calling thread and returns the run result.
 
@@ -179,6 +205,22 @@ class Sandbox:
         `progress` hears about each tool call; `control` lets another thread stop the run.
         `on_output` hears each piece of printed output, ``(level, text)``, as it is captured (within
         the output caps, unredacted; on the run thread: keep it quick and hand the text elsewhere).
+
+        Files: the code runs in ``/workspace`` (its working directory; ``/tmp`` is there too), by
+        default a fresh private directory removed after the run. `files` copies inputs in first:
+        ``{"data.csv": b"..." | "text" | Path("local.csv")}`` (paths relative to /workspace). With
+        `workspace` the run uses that host directory in place instead, and what the code writes
+        there stays (nothing is rolled back when the run fails). `skills` mounts a directory
+        read-only at ``/skills`` (default: the sandbox's). Inputs count towards the workspace
+        limits: inputs over them fail the run with ``SandboxLimitError`` before the code starts.
+        Every file created or changed in /workspace is listed in the result's ``artifacts``;
+        read one with `read_artifact`.
+
+        Raises:
+            ValueError: a `files` path is not relative (absolute, ``..``, empty parts), a file to
+                copy is missing, `workspace` or `skills` is not a directory, or (in place) an input
+                cannot be written because a symlink or file the code left is in the way.
+            TypeError: `files` is not a mapping of str to bytes, str or a path.
 
         Ctrl-C: on the main thread, while SIGINT has Python's default handler, a SIGINT
         stops the run (its result says ``cancelled`` and is audited), then `run_sync`
@@ -192,10 +234,11 @@ class Sandbox:
         """
         state = self._new_state(limits)
         state.approver, state.progress, state.on_output = approver, progress, on_output
+        files_in = self._new_workspace(state.limits, files, workspace, skills)
         if control is not None:
             control.attach(state)
         with _sigint_stops(state) as interrupted:
-            result = self._execute(code, state)
+            result = self._execute(code, state, files_in)
         if interrupted.is_set():
             raise KeyboardInterrupt
         return result
@@ -207,14 +250,57 @@ class Sandbox:
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
         return RunState(limits=limits or self.limits, tools=self.tools, run_id=uuid.uuid4().hex)
 
-    def _execute(self, code: str, state: RunState) -> RunResult:
+    def _new_workspace(
+        self,
+        limits: Limits,
+        files: Mapping[str, InputValue] | None,
+        workspace: str | os.PathLike[str] | None,
+        skills: str | os.PathLike[str] | None,
+    ) -> RunWorkspace | None:
+        """The run's workspace, its arguments checked now (before the run takes a slot)."""
+        inputs = check_inputs(files)
+        directory = _existing_dir("workspace", workspace)
+        skills_dir = _existing_dir("skills", skills) or self.skills
+        if not self.workspaces:
+            if inputs.files or directory is not None or skills_dir is not None:
+                raise ValueError("this Sandbox gives runs no workspace (workspaces=False): files, workspace "
+                                 "and skills cannot be used")  # fmt: skip
+            return None
+        return RunWorkspace(limits, default_pool(), inputs, directory=directory, skills=skills_dir)
+
+    def read_artifact(self, run: RunResult | str, path: str) -> bytes:
+        """The bytes of an artifact of a finished run (by its result or run_id), while retention keeps them.
+
+        Raises:
+            KeyError: the run or path is unknown, or its artifacts were evicted.
+        """
+        return self.artifacts.read(_run_id(run), path)
+
+    def artifact_path(self, run: RunResult | str, path: str) -> Path:
+        """Where an artifact's bytes are on the host (a private file of the store: read it, do not keep the path).
+
+        Raises:
+            KeyError: as `read_artifact`.
+        """
+        return self.artifacts.file_path(_run_id(run), path)
+
+    def _execute(self, code: str, state: RunState, workspace: RunWorkspace | None = None) -> RunResult:
         if not isinstance(code, str):
             raise TypeError(f"code must be a str, not {type(code).__name__}")
         result: RunResult | None = None
         redactions = 0
         try:
             with self._slots:
-                result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
+                try:
+                    result, redactions = execute(
+                        self.runtime, code, state.limits, self.tools, self.redactor, state, workspace
+                    )
+                    if workspace is not None and result["artifacts"]:
+                        self.artifacts.put(state.run_id, workspace.root_fd, result["artifacts"],
+                                           move=workspace.in_place is None)  # fmt: skip
+                finally:
+                    if workspace is not None:
+                        workspace.release()
         except BaseException as exc:  # the run raised (an interrupt, a guest that cannot load): audit it anyway
             result = host_error_result(state, exc)
             raise
@@ -226,6 +312,26 @@ class Sandbox:
             # must not cross into wasmtime) and stopped the run as cancelled; it is raised now, audited.
             raise state.interruption
         return result
+
+
+def _run_id(run: RunResult | str) -> str:
+    if isinstance(run, str):
+        return run
+    if isinstance(run, Mapping) and isinstance(run.get("run_id"), str):
+        return str(run["run_id"])
+    raise TypeError(f"expected a run result or a run_id, not {type(run).__name__}")
+
+
+def _existing_dir(what: str, path: str | os.PathLike[str] | None) -> Path | None:
+    """`path` as a Path, checked to be a directory now (ValueError otherwise); None stays None."""
+    if path is None:
+        return None
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what} must be a path, not {type(path).__name__}")
+    directory = Path(path)
+    if not directory.is_dir():
+        raise ValueError(f"{what}: {str(directory)!r} is not a directory")
+    return directory
 
 
 @contextmanager
