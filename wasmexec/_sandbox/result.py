@@ -109,18 +109,38 @@ def host_error_result(state: RunState, exc: BaseException, image: str = "") -> R
     """The result of a run whose result could not be built: nothing from the guest, nothing to redact."""
     error, diagnostic = internal_error(exc)
     duration_ms = round((time.monotonic() - state.started) * 1000, 3)
+    return failure_result(
+        error, diagnostic, run_id=str(state.run_id), trace_id=str(state.trace_id), input_digest=str(state.code_digest),
+        image=image, duration_ms=duration_ms, tool_calls=int(state.tool_calls),
+        approval_state=_approval_state(state.approvals),
+    )  # fmt: skip
+
+
+def failure_result(
+    error: ErrorInfo,
+    diagnostic: Diagnostic,
+    *,
+    run_id: str,
+    trace_id: str,
+    input_digest: str = "",
+    image: str = "",
+    duration_ms: float = 0.0,
+    tool_calls: int = 0,
+    approval_state: ApprovalState = "NOT_REQUIRED",
+) -> RunResult:
+    """A failed run's result made by the host alone (no guest report, no logs): the one place it is shaped."""
     metrics: Metrics = {"duration_ms": duration_ms, "fuel_used": None, "memory_peak_bytes": None,
-                        "tool_calls": int(state.tool_calls)}  # fmt: skip
+                        "tool_calls": tool_calls}  # fmt: skip
     return {
-        "run_id": str(state.run_id),
-        "trace_id": str(state.trace_id),
+        "run_id": run_id,
+        "trace_id": trace_id,
         "tool_name": TOOL_NAME,
         "tool_version": __version__,
-        "input_digest": str(state.code_digest),
+        "input_digest": input_digest,
         "output_digest": _digest({"error": error, "ok": False}),
         "sandbox_image": image,
         "duration_ms": duration_ms,
-        "approval_state": _approval_state(state.approvals),
+        "approval_state": approval_state,
         "result": {"ok": False, "error": error, "metrics": metrics},
         "logs": [],
         "diagnostics": [diagnostic],

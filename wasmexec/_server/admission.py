@@ -16,9 +16,9 @@ from types import TracebackType
 
 from mcp.types import CallToolResult, TextContent
 
-from wasmexec._envelope import TOOL_NAME, RunResult
+from wasmexec._envelope import Diagnostic, ErrorInfo, RunResult
+from wasmexec._sandbox.result import failure_result
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS
-from wasmexec._version import __version__
 
 #: Runs waiting for a slot beyond those running: a short burst waits, a flood is refused.
 DEFAULT_MAX_QUEUED_RUNS = 16
@@ -110,22 +110,9 @@ def busy_result(admission: Admission) -> CallToolResult:
         f"(at most {admission.max_concurrent_runs} and {admission.max_queued_runs})"
     )
     hint = f"Retry in {RETRY_AFTER_S} s; nothing ran."
-    metrics = {"duration_ms": 0.0, "fuel_used": None, "memory_peak_bytes": None, "tool_calls": 0}
-    structured = {
-        "run_id": uuid.uuid4().hex,
-        "trace_id": uuid.uuid4().hex,
-        "tool_name": TOOL_NAME,
-        "tool_version": __version__,
-        "input_digest": "",
-        "output_digest": "",
-        "sandbox_image": "",
-        "duration_ms": 0.0,
-        "approval_state": "NOT_REQUIRED",
-        "result": {"ok": False, "error": {"type": "ServerBusy", "message": message, "retryable": True},
-                   "metrics": metrics},
-        "logs": [],
-        "diagnostics": [{"severity": "error", "code": "SERVER_BUSY", "message": message, "hint": hint}],
-        "tool_trace": [],
-    }  # fmt: skip
+    error: ErrorInfo = {"type": "ServerBusy", "message": message, "retryable": True}
+    diagnostic: Diagnostic = {"severity": "error", "code": "SERVER_BUSY", "message": message, "hint": hint}
+    structured = failure_result(error, diagnostic, run_id=uuid.uuid4().hex, trace_id=uuid.uuid4().hex)
     text = f"Error: ServerBusy: {message}. Hint: {hint}"
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured, is_error=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(structured),
+                          is_error=True)  # fmt: skip
