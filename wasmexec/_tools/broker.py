@@ -48,7 +48,7 @@ from wasmexec._toolhost import SPEC_VERSION, HostCallError, encode_payload, inte
 from wasmexec._tools import approval, mcp_errors
 from wasmexec._tools import stubs as _stubs
 from wasmexec._tools.catalog import DETAILS, Catalog, ToolEntry
-from wasmexec._tools.config import Config
+from wasmexec._tools.config import Config, with_server_policy
 from wasmexec._tools.naming import export_names, module_names
 from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
 from wasmexec._tools.pool import ClientFactory, Listing, Pool, ServerUnavailable
@@ -102,7 +102,8 @@ class Broker:
                 self.redactor.add_secret(secret)
         self._warn = warn if warn is not None else warn_runtime
         self.cache = cache if cache is not None else SchemaCache(cache_path, warn=self._warn)
-        self.policy = policy if policy is not None else Policy()
+        # The servers' own pre-approved (Cline's autoApprove) and disabled tools join the policy.
+        self.policy = with_server_policy(policy if policy is not None else Policy(), config)
         self.audit = audit
         self._rates = RateLimiter(self.policy.rate_limits)
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr,
