@@ -42,6 +42,7 @@ from wasmexec._tools.config import (
     KNOWN_KEYS,
     Config,
     ConfigProblem,
+    ServerConfig,
     parse_config,
     read_json_file,
     server_entries,
@@ -122,12 +123,24 @@ def gather(sources: list[str], place: Place) -> Merged:
 
 
 def auto_config(place: Place, environ: Mapping[str, str] | None = None) -> Config:
-    """The config `--config auto` reads: every client's servers, merged, read in place (not written)."""
+    """The config `--config auto` reads: every client's servers, merged, read in place (not written).
+
+    Each entry's problems and notes name the file it came from.
+    """
     merged = gather(list(CLIENTS), place)
-    source = "auto (" + ("; ".join(merged.read) or "no client config found") + ")"
-    config = parse_config(merged.document(), source=source, environ=environ, workspace=place.cwd)
-    notes = tuple(ConfigProblem("", note) for note in merged.notes)
-    return Config(config.servers, config.problems, config.source, notes + config.notes)
+    by_origin: dict[str, dict[str, Any]] = {}
+    for name, entry in merged.entries.items():
+        by_origin.setdefault(merged.origins[name], {})[name] = entry
+    servers: dict[str, ServerConfig] = {}
+    problems: list[ConfigProblem] = []
+    notes = [ConfigProblem("", note) for note in merged.notes]
+    for origin, entries in by_origin.items():
+        part = parse_config({"mcpServers": entries}, source=origin, environ=environ, workspace=place.cwd)
+        servers.update(part.servers)
+        problems += part.problems
+        notes += part.notes
+    source = "auto: " + ("; ".join(merged.read) or "no client config found")
+    return Config(servers, tuple(problems), source, tuple(notes))
 
 
 def _read_into(merged: Merged, client: str, path: Path, place: Place) -> None:
