@@ -18,7 +18,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wasmexec._cli.options import DEFAULT_CONFIG, EXIT_CODE_FAILED, EXIT_OK, user_place
+from wasmexec._cli.options import (
+    DEFAULT_CONFIG,
+    EXIT_CODE_FAILED,
+    EXIT_OK,
+    TOOLS_ENVIRONMENT_HELP,
+    UsageError,
+    add_config_option,
+    load_servers,
+    user_place,
+)
 
 
 def add_config_parser(commands: Any) -> None:
@@ -42,6 +51,17 @@ def add_config_parser(commands: Any) -> None:
                            help=f"where to write (default ./{DEFAULT_CONFIG}; - prints it)")  # fmt: skip
     importing.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     importing.set_defaults(handler=command_import, parser=importing)
+    login = verbs.add_parser(
+        "login",
+        help="sign in to an HTTP server that uses OAuth, and store its token",
+        description="Sign in to an OAuth-protected HTTP MCP server now: prints the URL to open, takes the browser's "
+        "redirect on 127.0.0.1, and keeps the token (and its refresh token) in the user state dir, mode 0600. "
+        "Runs and `serve` then use and refresh it without asking.",
+        epilog=TOOLS_ENVIRONMENT_HELP,
+    )
+    login.add_argument("server", metavar="SERVER", help="the server id")
+    add_config_option(login)
+    login.set_defaults(handler=command_login, parser=login)
 
 
 def command_import(args: argparse.Namespace) -> int:
@@ -65,3 +85,42 @@ def command_import(args: argparse.Namespace) -> int:
         write_config(merged, Path(args.output), force=args.force)
         print(f"wrote {len(merged.entries)} servers to {args.output}: {', '.join(merged.entries)}", file=sys.stderr)
     return EXIT_OK
+
+
+def command_login(args: argparse.Namespace) -> int:
+    import anyio
+
+    from wasmexec._tools import oauth
+
+    config = load_servers(args)
+    server = config.servers.get(args.server) if config is not None else None
+    if server is None:
+        raise UsageError(f"no MCP server {args.server!r} is configured (pass --config PATH)")
+    if server.transport != "http" or not oauth.wanted(server):
+        raise UsageError(f"server {args.server!r} does not use OAuth (an HTTP server without an Authorization "
+                         'header, or with "oauth" set)')  # fmt: skip
+    try:
+        anyio.run(_connect, server)
+    except Exception as exc:  # the server's or the flow's failure, whatever its type: one line, exit 1
+        print(f"wasmexec: signing in to {args.server!r} failed: {_reason(exc)}", file=sys.stderr)
+        return EXIT_CODE_FAILED
+    stored = oauth.token_file(oauth.default_token_dir(), server)
+    print(f"wasmexec: signed in to {args.server!r}; the token is in {stored}", file=sys.stderr)
+    return EXIT_OK
+
+
+async def _connect(server: Any) -> None:
+    """Connects once (signing in if the server asks), then lists the tools to prove the token works."""
+    from mcp import Client
+
+    from wasmexec._tools.oauth import LOGIN_TIMEOUT_S
+    from wasmexec._tools.transports import http_transport
+
+    async with Client(http_transport(server, sign_in_timeout=LOGIN_TIMEOUT_S), cache=None) as client:
+        await client.list_tools()
+
+
+def _reason(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -107,7 +107,7 @@ class Broker:
         self.audit = audit
         self._rates = RateLimiter(self.policy.rate_limits)
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr,
-                         client_factory=client_factory)  # fmt: skip
+                         client_factory=client_factory, on_secret=self.redactor.add_secret)  # fmt: skip
         self._generation: dict[str, int] = {}
         self._unmatched = UnmatchedGlobs(self.policy, module_names(config.servers))
         self._portal_cm: Any = None

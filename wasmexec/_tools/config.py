@@ -299,12 +299,15 @@ def _parse_http(server_id: str, entry: dict[str, Any], url: Any, expander: Expan
         raise ValueError('"url" must be an http:// or https:// URL')
     if "command" in entry:
         raise ValueError('has both "command" and "url"; choose one transport')
-    oauth = entry.get("oauth")
-    if oauth is not None and not isinstance(oauth, (bool, dict)):
-        raise ValueError('"oauth" must be true, false or an object of OAuth settings')
+    from wasmexec._tools.oauth import check_settings
+
+    oauth = check_settings(entry.get("oauth"))
+    if oauth is not None:
+        oauth = {key: expander.expand(value) if isinstance(value, str) else value for key, value in oauth.items()}
+        if oauth.get("client_secret"):
+            expander.secrets.append(oauth["client_secret"])
     return ServerConfig(
-        server_id, "http", url=url, headers=_expanded_map(entry, "headers", expander),
-        oauth={"enabled": oauth} if isinstance(oauth, bool) else oauth,
+        server_id, "http", url=url, headers=_expanded_map(entry, "headers", expander), oauth=oauth,
         expanded_secrets=tuple(expander.secrets), **_common(entry),
     )  # fmt: skip
 

@@ -26,7 +26,7 @@ import logging
 import re
 import sys
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -242,15 +242,27 @@ async def stdio_transport(config: ServerConfig, errlog: TextIO | None = None) ->
 
 
 @asynccontextmanager
-async def http_transport(config: ServerConfig) -> AsyncIterator[TransportStreams]:
-    """Streamable HTTP with the configured headers and bounded replies; the HTTP client closes with it."""
+async def http_transport(
+    config: ServerConfig, *, on_secret: Callable[[str], None] | None = None, sign_in_timeout: float | None = None
+) -> AsyncIterator[TransportStreams]:
+    """Streamable HTTP with the configured headers and bounded replies; the HTTP client closes with it.
+
+    OAuth (`wasmexec._tools.oauth`): the client authenticates with the server's stored token, and
+    signs in when the server answers 401; `on_secret` gets every token, `sign_in_timeout` bounds the wait.
+    """
     from mcp.client.streamable_http import streamable_http_client
+
+    from wasmexec._tools import oauth
 
     assert config.url is not None
     headers = {"Accept-Encoding": "identity", **config.headers}
+    auth = oauth.provider(config, on_secret=on_secret, timeout=sign_in_timeout or oauth.LOGIN_TIMEOUT_S)
     async with (
         httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=None), event_hooks={"response": [bound_reply]}
+            headers=headers,
+            timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=None),
+            event_hooks={"response": [bound_reply]},
+            auth=auth,
         ) as http,  # fmt: skip
         streamable_http_client(config.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES) as streams,
     ):
@@ -265,9 +277,8 @@ async def bound_reply(response: httpx2.Response) -> None:
     "Server returned an error response".
     """
     content_type = response.headers.get("content-type", "").lower()
-    if response.status_code in (401, 403) and not content_type.startswith("application/json"):
-        await response.stream.aclose()  # type: ignore[union-attr]
-        _replace_body(response, _credentials_rejected(response.status_code))
+    if response.status_code in (401, 403):
+        await _explain_refusal(response, content_type.startswith("application/json"))
         return
     if content_type.startswith("text/event-stream"):
         return  # capped per event by the SDK, after decoding
@@ -276,11 +287,34 @@ async def bound_reply(response: httpx2.Response) -> None:
     response.headers.pop("content-encoding", None)  # decoded by _CappedBody, under the cap
 
 
-def _credentials_rejected(status: int) -> bytes:
+async def _explain_refusal(response: httpx2.Response, is_json: bool) -> None:
+    """A 401/403 body that is not a JSON-RPC error becomes one that says so (the OAuth flow reads only headers)."""
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    body = b""
+    if is_json:
+        capped = _CappedBody(response.stream, response.headers.get("content-encoding", "identity").lower())
+        try:
+            body = b"".join([chunk async for chunk in capped])
+        except httpx2.StreamError:
+            body = b""
+    await response.stream.aclose()
+    try:
+        if is_json and "jsonrpc" in json.loads(body):
+            _replace_body(response, body)  # the server's own JSON-RPC error, already read
+            return
+    except (ValueError, TypeError):
+        pass
+    _replace_body(response, _credentials_rejected(response.status_code, response.headers.get("www-authenticate", "")))
+
+
+def _credentials_rejected(status: int, challenge: str) -> bytes:
     from mcp.types import INTERNAL_ERROR
 
     reason = "401 Unauthorized" if status == 401 else "403 Forbidden"
-    error = {"code": INTERNAL_ERROR, "message": f"HTTP {reason}: the server rejected the credentials"}
+    detail = re.search(r'error_description="([^"]{0,200})"', challenge) or re.search(r'error="([^"]{0,60})"', challenge)
+    said = f" ({detail.group(1)})" if detail else ""
+    hint = " If it uses OAuth, sign in with `wasmexec config login SERVER`." if status == 401 else ""
+    error = {"code": INTERNAL_ERROR, "message": f"HTTP {reason}: the server rejected the credentials{said}.{hint}"}
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 

@@ -1,0 +1,76 @@
+import json
+import stat
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from wasmexec._tools import oauth
+from wasmexec._tools.config import ServerConfig, parse_config
+from wasmexec._tools.transports import bound_reply
+
+
+def _server(entry: dict[str, object]) -> ServerConfig:
+    return parse_config({"mcpServers": {"s": entry}}, environ={"SECRET": "client-secret-123"}).servers["s"]
+
+
+def test_oauth_is_offered_unless_turned_off_or_a_token_is_configured() -> None:
+    assert oauth.wanted(_server({"url": "https://h/mcp"}))
+    assert not oauth.wanted(_server({"url": "https://h/mcp", "oauth": False}))
+    assert not oauth.wanted(_server({"url": "https://h/mcp", "headers": {"authorization": "Bearer x"}}))
+    assert oauth.wanted(_server({"url": "https://h/mcp", "headers": {"Authorization": "x"}, "oauth": {}}))
+
+
+def test_oauth_settings_are_checked_and_expanded_and_the_client_secret_is_redacted() -> None:
+    server = _server({"url": "https://h/mcp", "oauth": {"client_id": "abc", "client_secret": "${SECRET}",
+                                                        "redirect_port": 33418}})  # fmt: skip
+    assert server.oauth == {"client_id": "abc", "client_secret": "client-secret-123", "redirect_port": 33418}
+    assert "client-secret-123" in server.secrets()
+    for bad, message in (({"port": 1}, "unknown setting 'port'"), ({"redirect_port": 0}, "a port number"),
+                         ({"redirect_port": True}, "a port number"), ({"scope": 3}, "must be str")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            oauth.check_settings(bad)
+
+
+def test_tokens_are_stored_privately_one_file_per_server_and_told_to_the_redactor(tmp_path: Path) -> None:
+    from mcp.shared.auth import OAuthToken
+
+    server = _server({"url": "https://h/mcp"})
+    path = oauth.token_file(tmp_path / "oauth", server)
+    assert path.name.startswith("s-") and path != oauth.token_file(
+        tmp_path / "oauth", _server({"url": "https://o/mcp"})
+    )
+    told: list[str] = []
+    storage = oauth.FileTokenStorage(path, told.append)
+    assert anyio.run(storage.get_tokens) is None
+    anyio.run(storage.set_tokens, OAuthToken(access_token="at-1", refresh_token="rt-1", expires_in=60))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert told == ["at-1", "rt-1"]
+    again: list[str] = []
+    reread = oauth.FileTokenStorage(path, again.append)
+    assert again == ["at-1", "rt-1"]  # a later process redacts the stored tokens too
+    assert anyio.run(reread.get_tokens).access_token == "at-1"  # type: ignore[union-attr]
+    path.write_text("{corrupt")
+    assert anyio.run(oauth.FileTokenStorage(path).get_tokens) is None  # start over, never fail
+
+
+def _reply(status: int, body: bytes, **headers: str) -> dict[str, object]:
+    request = httpx2.Request("POST", "http://127.0.0.1:1/mcp")
+    response = httpx2.Response(status, headers=headers, stream=httpx2.ByteStream(body), request=request)
+
+    async def main() -> bytes:
+        await bound_reply(response)
+        return bytes(await response.aread())
+
+    return dict(json.loads(anyio.run(main)))
+
+
+def test_a_401_says_why_and_how_to_sign_in_but_a_json_rpc_error_body_is_kept() -> None:
+    challenge = 'Bearer error="invalid_token", error_description="Token expired", resource_metadata="http://h/x"'
+    said = _reply(401, b'{"error": "invalid_token"}', **{"content-type": "application/json",
+                                                          "www-authenticate": challenge})  # fmt: skip
+    message = said["error"]["message"]  # type: ignore[index]
+    assert "401 Unauthorized" in message and "(Token expired)" in message and "config login" in message
+    own = b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "no such tenant"}}'
+    assert _reply(403, own, **{"content-type": "application/json"})["error"]["message"] == "no such tenant"  # type: ignore[index]
