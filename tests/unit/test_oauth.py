@@ -74,3 +74,36 @@ def test_a_401_says_why_and_how_to_sign_in_but_a_json_rpc_error_body_is_kept() -
     assert "401 Unauthorized" in message and "(Token expired)" in message and "config login" in message
     own = b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32001, "message": "no such tenant"}}'
     assert _reply(403, own, **{"content-type": "application/json"})["error"]["message"] == "no such tenant"  # type: ignore[index]
+
+
+def _first_step_after_401(server: ServerConfig, challenge: str, tmp_path: Path) -> httpx2.Request | None:
+    """What the provider sends after the server's first answer is a 401 with `challenge` (None: nothing)."""
+    auth = oauth.provider(server, token_dir=tmp_path)
+    assert auth is not None
+    request = httpx2.Request("POST", "https://h/mcp")
+
+    async def main() -> httpx2.Request | None:
+        flow = auth.async_auth_flow(request)
+        sent = await flow.__anext__()
+        assert sent is request
+        refused = httpx2.Response(401, headers={"www-authenticate": challenge}, content=b"{}", request=request)
+        try:
+            return await flow.asend(refused)
+        except StopAsyncIteration:
+            return None
+        finally:
+            await flow.aclose()
+
+    return anyio.run(main)
+
+
+def test_a_sign_in_starts_only_when_the_401_names_resource_metadata_unless_oauth_is_configured(
+    tmp_path: Path,
+) -> None:
+    plain = 'Bearer error="invalid_token"'
+    named = 'Bearer error="invalid_token", resource_metadata="https://h/.well-known/oauth-protected-resource/mcp"'
+    assert _first_step_after_401(_server({"url": "https://h/mcp"}), plain, tmp_path) is None  # reported as it is
+    discovery = _first_step_after_401(_server({"url": "https://h/mcp"}), named, tmp_path)
+    assert discovery is not None and discovery.url.path == "/.well-known/oauth-protected-resource/mcp"
+    explicit = _first_step_after_401(_server({"url": "https://h/mcp", "oauth": True}), plain, tmp_path)
+    assert explicit is not None and "oauth-protected-resource" in str(explicit.url)  # the SDK's fallbacks

@@ -25,19 +25,24 @@ Config (per HTTP server)::
     "oauth": false                            # never, even on a 401
 
 Without ``"oauth"``, a server gets the provider unless its ``headers`` carry an
-``Authorization`` (a configured token is never replaced): nothing happens until it answers 401.
+``Authorization`` (a configured token is never replaced), and it signs in only when the server
+answers 401 naming its protected resource metadata (``WWW-Authenticate: Bearer
+resource_metadata="…"``, as the MCP authorization spec has servers do); any other 401 is
+reported as it is. With ``"oauth"`` set, every 401 starts the flow (the SDK's own rule, with
+its fallbacks for servers that predate resource metadata).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qs, urlsplit
@@ -47,6 +52,7 @@ import anyio
 if TYPE_CHECKING:
     import httpx2
     from anyio.abc import SocketListener, SocketStream
+    from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthToken
 
     from wasmexec._tools.config import ServerConfig
@@ -281,8 +287,38 @@ def provider(
             client_id=settings["client_id"], client_secret=secret, redirect_uris=[AnyUrl(redirect.uri)],
             token_endpoint_auth_method="client_secret_post" if secret else "none",
         ).model_dump(mode="json", exclude_none=True))  # fmt: skip
-    return OAuthClientProvider(config.url, metadata, storage, redirect_handler=redirect.redirect_handler,
-                               callback_handler=redirect.callback_handler)  # fmt: skip
+    kind = OAuthClientProvider if config.oauth is not None else _only_when_asked()
+    return kind(config.url, metadata, storage, redirect_handler=redirect.redirect_handler,
+                callback_handler=redirect.callback_handler)  # fmt: skip
+
+
+@functools.cache
+def _only_when_asked() -> type[OAuthClientProvider]:
+    """The SDK's provider, starting a sign-in only on a 401 that names protected resource metadata.
+
+    For servers whose entry says nothing about OAuth: a 401 without ``resource_metadata`` in its
+    ``WWW-Authenticate`` (a wrong API key, say) is answered as it is, not with a failing flow.
+    """
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.auth.utils import extract_resource_metadata_from_www_auth
+
+    class OnlyWhenAsked(OAuthClientProvider):
+        async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+            flow = super()._auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    response = yield outgoing
+                    if (outgoing is request and response.status_code == 401
+                            and extract_resource_metadata_from_www_auth(response) is None):  # fmt: skip
+                        return
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
+
+    return OnlyWhenAsked
 
 
 def _to_stderr(message: str) -> None:
