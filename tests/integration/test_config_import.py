@@ -77,8 +77,8 @@ def test_import_merges_every_clients_servers_into_a_private_portable_config(user
         "PPLX_CREDENTIAL"
     ]
     assert "not-this-project" not in servers and "dev" not in perplexity
-    for said in ("left out", "shared", "dropped keys ['dev']", "claude-desktop", "legacy SSE transport",
-                 "SEARCH_TOKEN"):  # fmt: skip
+    assert servers["legacy"] == {"type": "sse", "url": "https://legacy.example.com/sse"}
+    for said in ("left out", "shared", "dropped keys ['dev']", "claude-desktop", "SEARCH_TOKEN"):
         assert said in done.stderr, said
 
 

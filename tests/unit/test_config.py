@@ -30,7 +30,6 @@ def test_stdio_and_http_servers_are_read() -> None:
         ({"command": "x", "env": {"A": 1}}, '"env" must be an object of strings'),
         ({"url": "ftp://x"}, "http:// or https://"),
         ({"command": "x", "url": "http://x"}, "choose one transport"),
-        ({"type": "sse", "url": "http://x"}, "legacy SSE transport"),
         ({"type": "websocket", "url": "http://x"}, 'unknown "type"'),
         ({"command": "x", "autoApprove": "read"}, '"autoApprove" must be a list of strings'),
         ({"url": "http://x", "oauth": "yes"}, '"oauth" must be true, false or an object'),
@@ -94,11 +93,13 @@ def test_keys_meant_for_other_clients_are_ignored_with_a_note_not_dropped() -> N
     config = parse_config({"mcpServers": {
         "cline": {"command": "x", "autoApprove": ["read_file"], "timeout": 30, "watchPaths": ["/tmp"], "dev": {}},
         "roo": {"type": "streamable-http", "url": "http://h/mcp", "alwaysAllow": ["get"], "disabledTools": ["rm"]},
+        "legacy": {"type": "sse", "url": "http://h/sse"},
         "windsurf": {"serverUrl": "https://h/mcp"},
         "old-cline": {"transportType": "stdio", "command": "y"},
         "off": {"command": "z", "disabled": True},
     }}, source="c.json")  # fmt: skip
-    assert sorted(config.servers) == ["cline", "old-cline", "roo", "windsurf"]
+    assert sorted(config.servers) == ["cline", "legacy", "old-cline", "roo", "windsurf"]
+    assert config.servers["legacy"].transport == "sse"
     assert config.problems == ()
     notes = {note.server_id: note.message for note in config.notes}
     assert "ignored keys ['dev', 'watchPaths']" in notes["cline"] and "c.json" in notes["cline"]

@@ -107,3 +107,21 @@ def test_a_sign_in_starts_only_when_the_401_names_resource_metadata_unless_oauth
     assert discovery is not None and discovery.url.path == "/.well-known/oauth-protected-resource/mcp"
     explicit = _first_step_after_401(_server({"url": "https://h/mcp", "oauth": True}), plain, tmp_path)
     assert explicit is not None and "oauth-protected-resource" in str(explicit.url)  # the SDK's fallbacks
+
+
+def test_an_event_stream_fails_once_one_event_passes_the_cap_however_it_is_split() -> None:
+    from wasmexec._tools.transports import MAX_MESSAGE_BYTES, _CappedEvents
+
+    async def read(chunks: list[bytes]) -> int:
+        class Inner(httpx2.AsyncByteStream):
+            async def __aiter__(self):  # type: ignore[no-untyped-def]
+                for chunk in chunks:
+                    yield chunk
+
+        return sum([len(chunk) async for chunk in _CappedEvents(Inner())])
+
+    event = b"data: " + b"y" * (MAX_MESSAGE_BYTES // 2) + b"\n\n"
+    assert anyio.run(read, [event] * 5) == 5 * len(event)  # many events, each under the cap
+    assert anyio.run(read, [event[:-1], b"\n" + event]) == 2 * len(event)  # a separator split across chunks
+    with pytest.raises(httpx2.StreamError, match="reply too large"):
+        anyio.run(read, [event[:-2]] * 3)  # one event that never ends

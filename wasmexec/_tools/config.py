@@ -13,7 +13,8 @@ never an error. What the other clients' keys mean here:
 - ``"servers"`` (VS Code's top-level key) is read like ``"mcpServers"``; VS Code's
   ``"inputs"`` name the ``${input:id}`` values (read from the environment, see `expand`).
 - ``"type"``: ``"stdio"``; ``"http"``, ``"streamable-http"`` or ``"streamableHttp"`` (streamable
-  HTTP); ``"sse"`` (the legacy transport: not spoken here, the entry is skipped saying so).
+  HTTP); ``"sse"`` (the legacy HTTP+SSE transport of 2024-11-05, still what many hosted servers
+  and Claude Code's older entries use). Without a type, ``"url"`` means streamable HTTP.
   Cline's older ``"transportType"`` is read the same way. Windsurf's ``"serverUrl"`` is ``"url"``.
 - ``"timeout"``: seconds (Cline's and Roo Code's unit too): a call to that server that takes
   longer is a failure of the server, which counts towards its circuit breaker (the run's own
@@ -49,7 +50,7 @@ from wasmexec._tools.jsonc import loads_jsonc
 if TYPE_CHECKING:
     from wasmexec._tools.policy import Policy
 
-Transport = Literal["stdio", "http"]
+Transport = Literal["stdio", "http", "sse"]
 
 _STDIO_TYPES = {"stdio"}
 _HTTP_TYPES = {"http", "streamable-http", "streamable_http", "streamableHttp"}
@@ -78,7 +79,7 @@ class ServerConfig:
     """stdio: extra environment of the server process (secrets)."""
     cwd: str | None = None
     url: str | None = None
-    """http: the streamable HTTP endpoint."""
+    """http: the streamable HTTP endpoint; sse: the legacy transport's event stream URL."""
     headers: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     """http: request headers (secrets)."""
     description: str = ""
@@ -249,17 +250,12 @@ def _parse_entry(
         note(f"ignored keys {unknown} (they have no meaning in wasmexec)")
     kind = entry.get("type", entry.get("transportType"))
     url = entry.get("url", entry.get("serverUrl"))
-    if kind == "sse":
-        raise ValueError(
-            'uses the legacy SSE transport ("type": "sse"), which wasmexec does not speak; if the '
-            'server also serves streamable HTTP, give that URL (often ending in /mcp) with "type": "http"'
-        )
-    if kind in _HTTP_TYPES or (kind is None and url is not None):
-        server = _parse_http(server_id, entry, url, expander)
+    if kind in _HTTP_TYPES or kind == "sse" or (kind is None and url is not None):
+        server = _parse_http(server_id, entry, url, expander, "sse" if kind == "sse" else "http")
     elif kind in _STDIO_TYPES or (kind is None and "command" in entry):
         server = _parse_stdio(server_id, entry, expander, base)
     elif kind is not None:
-        raise ValueError(f'unknown "type" {kind!r}; expected "stdio", "http" or "streamable-http"')
+        raise ValueError(f'unknown "type" {kind!r}; expected "stdio", "http", "streamable-http" or "sse"')
     else:
         raise ValueError('needs "command" (a stdio server) or "url" (a streamable HTTP server)')
     return server
@@ -291,7 +287,9 @@ def _parse_stdio(server_id: str, entry: dict[str, Any], expander: Expander, base
     )  # fmt: skip
 
 
-def _parse_http(server_id: str, entry: dict[str, Any], url: Any, expander: Expander) -> ServerConfig:
+def _parse_http(
+    server_id: str, entry: dict[str, Any], url: Any, expander: Expander, transport: Transport
+) -> ServerConfig:
     if not isinstance(url, str):
         raise ValueError('"url" must be an http:// or https:// URL')
     url = expander.expand(url)
@@ -307,7 +305,7 @@ def _parse_http(server_id: str, entry: dict[str, Any], url: Any, expander: Expan
         if oauth.get("client_secret"):
             expander.secrets.append(oauth["client_secret"])
     return ServerConfig(
-        server_id, "http", url=url, headers=_expanded_map(entry, "headers", expander), oauth=oauth,
+        server_id, transport, url=url, headers=_expanded_map(entry, "headers", expander), oauth=oauth,
         expanded_secrets=tuple(expander.secrets), **_common(entry),
     )  # fmt: skip
 

@@ -359,11 +359,12 @@ class Pool:
         from mcp import Client
         from mcp.types import Implementation
 
-        from wasmexec._tools.transports import http_transport, stdio_transport
+        from wasmexec._tools.transports import http_transport, sse_transport, stdio_transport
         from wasmexec._version import __version__
 
-        if config.transport == "http":
-            transport = http_transport(config, on_secret=self.on_secret, sign_in_timeout=self.connect_timeout_s)
+        if config.transport in ("http", "sse"):
+            opener = http_transport if config.transport == "http" else sse_transport
+            transport = opener(config, on_secret=self.on_secret, sign_in_timeout=self.connect_timeout_s)
         else:
             transport = stdio_transport(config, self.errlog)
         info = Implementation(name="wasmexec", version=__version__)
