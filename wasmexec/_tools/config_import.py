@@ -139,6 +139,9 @@ def auto_config(place: Place, environ: Mapping[str, str] | None = None) -> Confi
         servers.update(part.servers)
         problems += part.problems
         notes += part.notes
+    if not merged.read:
+        notes.append(ConfigProblem("", "--config auto: no client config found in the standard places "
+                                   "(`wasmexec config import --help` lists them)"))  # fmt: skip
     source = "auto: " + ("; ".join(merged.read) or "no client config found")
     return Config(servers, tuple(problems), source, tuple(notes))
 
