@@ -48,3 +48,11 @@ def test_jsonc_comments_and_trailing_commas_are_read_but_strings_are_kept() -> N
     assert loads_jsonc(text) == {"a": "http://x/*y*/", "b": [1, 2]}
     with pytest.raises(ValueError):
         loads_jsonc('{"a": }')
+
+
+def test_jsonc_reads_a_hostile_file_in_one_pass() -> None:
+    with pytest.raises(ValueError):
+        loads_jsonc("[1, " + "/*" * 200_000)  # an unterminated comment, many times over
+    with pytest.raises(ValueError):
+        loads_jsonc("[1, " + "/" * 400_001)
+    assert loads_jsonc('["a\\"//b", 1, ] // end') == ['a"//b', 1]

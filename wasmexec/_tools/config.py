@@ -59,6 +59,8 @@ KNOWN_KEYS = frozenset({
     "type", "transportType", "command", "args", "env", "envFile", "cwd", "url", "serverUrl", "headers", "disabled",
     "description", "timeout", "secrets", "autoApprove", "alwaysAllow", "disabledTools", "oauth",
 })  # fmt: skip
+#: Config files are read whole: Claude Code's ~/.claude.json holds more than servers, but never this much.
+MAX_CONFIG_BYTES = 64 * 1024 * 1024
 #: The top-level keys that hold the servers: everyone's, and VS Code's.
 SERVER_KEYS = ("mcpServers", "servers")
 #: Folders of a project that clients keep their config in: ${workspaceFolder} is the folder above.
@@ -168,6 +170,8 @@ def load_config(path: Path | str, environ: Mapping[str, str] | None = None) -> C
 def read_json_file(path: Path, what: str) -> Any:
     """A JSON (or JSONC) file's value; ConfigError naming the file when it cannot be read or parsed."""
     try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: the {what} is larger than {MAX_CONFIG_BYTES} bytes; not read")
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from exc
