@@ -125,3 +125,31 @@ def test_an_event_stream_fails_once_one_event_passes_the_cap_however_it_is_split
     assert anyio.run(read, [event[:-1], b"\n" + event]) == 2 * len(event)  # a separator split across chunks
     with pytest.raises(httpx2.StreamError, match="reply too large"):
         anyio.run(read, [event[:-2]] * 3)  # one event that never ends
+
+
+def _first_request(server: ServerConfig, tmp_path: Path) -> httpx2.Request:
+    auth = oauth.provider(server, token_dir=tmp_path)
+    assert auth is not None
+
+    async def main() -> httpx2.Request:
+        flow = auth.async_auth_flow(httpx2.Request("POST", "https://h/mcp"))
+        try:
+            return await flow.__anext__()
+        finally:
+            await flow.aclose()
+
+    return anyio.run(main)
+
+
+def test_a_stored_token_that_expired_is_refreshed_before_it_is_sent_even_in_a_new_process(tmp_path: Path) -> None:
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+    server = _server({"url": "https://h/mcp"})
+    storage = oauth.FileTokenStorage(oauth.token_file(tmp_path, server))
+    anyio.run(storage.set_client_info, OAuthClientInformationFull(client_id="c1", redirect_uris=None))
+    anyio.run(storage.set_tokens, OAuthToken(access_token="at-fresh", refresh_token="rt-1", expires_in=3600))
+    fresh = _first_request(server, tmp_path)
+    assert fresh.url.path == "/mcp" and fresh.headers["authorization"] == "Bearer at-fresh"
+    anyio.run(storage.set_tokens, OAuthToken(access_token="at-old", refresh_token="rt-1", expires_in=0))
+    refresh = _first_request(server, tmp_path)  # a new provider: as a later process would make it
+    assert refresh.url.path == "/token" and b"grant_type=refresh_token" in refresh.read()

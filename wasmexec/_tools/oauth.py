@@ -42,6 +42,7 @@ import os
 import re
 import socket
 import sys
+import time
 from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -139,13 +140,21 @@ class FileTokenStorage:
         from mcp.shared.auth import OAuthToken
 
         stored = self._read().get("tokens")
-        return OAuthToken.model_validate(stored) if isinstance(stored, dict) else None
+        if not isinstance(stored, dict):
+            return None
+        expires_at = stored.pop("expires_at", None)
+        if isinstance(expires_at, (int, float)):  # what is left of its lifetime, not what it was issued with
+            stored["expires_in"] = max(0, int(expires_at - time.time()))
+        return OAuthToken.model_validate(stored)
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
         for secret in (tokens.access_token, tokens.refresh_token):
             if secret and self._on_secret is not None:
                 self._on_secret(secret)
-        self._write("tokens", tokens.model_dump(mode="json", exclude_none=True))
+        stored = tokens.model_dump(mode="json", exclude_none=True)
+        if tokens.expires_in is not None:
+            stored["expires_at"] = time.time() + int(tokens.expires_in)
+        self._write("tokens", stored)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         from mcp.shared.auth import OAuthClientInformationFull
@@ -265,7 +274,6 @@ def provider(
         timeout: how long the sign-in may take once the URL is shown.
         on_secret: receives every access and refresh token (the redactor's `add_secret`).
     """
-    from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
     from pydantic import AnyUrl
 
@@ -287,29 +295,39 @@ def provider(
             client_id=settings["client_id"], client_secret=secret, redirect_uris=[AnyUrl(redirect.uri)],
             token_endpoint_auth_method="client_secret_post" if secret else "none",
         ).model_dump(mode="json", exclude_none=True))  # fmt: skip
-    kind = OAuthClientProvider if config.oauth is not None else _only_when_asked()
+    kind = _provider_class(only_when_asked=config.oauth is None)
     return kind(config.url, metadata, storage, redirect_handler=redirect.redirect_handler,
                 callback_handler=redirect.callback_handler)  # fmt: skip
 
 
 @functools.cache
-def _only_when_asked() -> type[OAuthClientProvider]:
-    """The SDK's provider, starting a sign-in only on a 401 that names protected resource metadata.
+def _provider_class(*, only_when_asked: bool) -> type[OAuthClientProvider]:
+    """The SDK's provider with two changes, made once (the SDK is imported only when an HTTP server connects).
 
-    For servers whose entry says nothing about OAuth: a 401 without ``resource_metadata`` in its
-    ``WWW-Authenticate`` (a wrong API key, say) is answered as it is, not with a failing flow.
+    - Stored tokens keep their expiry: the SDK loads them as if they never expired, so after a restart
+      an expired access token was sent, refused, and answered with a new sign-in in the browser
+      although a refresh token was stored. Here it is refreshed first, as within one process.
+    - With ``only_when_asked`` (an entry that says nothing about OAuth), a sign-in starts only on a 401
+      that names protected resource metadata; any other 401 (a wrong API key, say) is answered as it is.
     """
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.auth.utils import extract_resource_metadata_from_www_auth
 
-    class OnlyWhenAsked(OAuthClientProvider):
+    asked_only = only_when_asked
+
+    class Provider(OAuthClientProvider):
+        async def _initialize(self) -> None:
+            await super()._initialize()
+            if self.context.current_tokens is not None and self.context.current_tokens.expires_in is not None:
+                self.context.update_token_expiry(self.context.current_tokens)
+
         async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
             flow = super()._auth_flow(request)
             try:
                 outgoing = await flow.__anext__()
                 while True:
                     response = yield outgoing
-                    if (outgoing is request and response.status_code == 401
+                    if (asked_only and outgoing is request and response.status_code == 401
                             and extract_resource_metadata_from_www_auth(response) is None):  # fmt: skip
                         return
                     outgoing = await flow.asend(response)
@@ -318,7 +336,7 @@ def _only_when_asked() -> type[OAuthClientProvider]:
             finally:
                 await flow.aclose()
 
-    return OnlyWhenAsked
+    return Provider
 
 
 def _to_stderr(message: str) -> None:
