@@ -123,3 +123,33 @@ def test_config_auto_reads_a_cline_config_in_place_with_its_approvals_and_variab
     listed = user.wasmexec("tools", "list", "awkward-names", "--config", "auto", "--json")  # no SERVERS_DIR
     assert listed.returncode == 1  # the other clients' servers are still there; this one is not
     assert "awkward-names" in listed.stderr and "SERVERS_DIR" in listed.stderr
+
+
+def test_serve_config_auto_reaches_the_servers_of_claude_desktop(tmp_path: Path, runtime: Runtime) -> None:
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    from tests.integration.conftest import child_env
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    desktop = home / ".config" / "Claude" / "claude_desktop_config.json"
+    desktop.parent.mkdir(parents=True)
+    entry = {"command": sys.executable, "args": ["${SERVERS_DIR:-/nowhere}/slow.py"]}
+    desktop.write_text(json.dumps({"mcpServers": {"slow": entry}, "globalShortcut": ""}))
+    env = child_env(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), SERVERS_DIR=str(SERVERS),
+                    WASMEXEC_CACHE_DIR=str(runtime.artifacts.directory))  # fmt: skip
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]  # the wasmexec under test
+    params = StdioServerParameters(command=sys.executable, args=["-m", "wasmexec", "serve", "--config", "auto",
+                                                                 "--no-audit"], env=env, cwd=project)  # fmt: skip
+
+    async def main() -> dict[str, object]:
+        with anyio.fail_after(120):
+            async with Client(params) as client:
+                code = "import servers.slow as s\nresult = await s.sleep_for(seconds=0)"
+                called = await client.call_tool("run_python", {"code": code})
+                return dict(called.structured_content or {})
+
+    result = anyio.run(main)
+    assert result["result"] == {"ok": True, "data": {"result": 0.0}, "metrics": result["result"]["metrics"]}  # type: ignore[index]
