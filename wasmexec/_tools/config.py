@@ -106,22 +106,20 @@ class ServerConfig:
         return config_fingerprint(self.command, self.args, self.url, self.env, self.headers, cwd=self.cwd)
 
     def secrets(self) -> list[str]:
-        """Values to redact from everything a run returns: the env and header values that are secrets."""
+        """Values to redact from everything a run returns: env and header values that are secrets, and
+        values expanded from secret variables."""
         named = [*self.env.items(), *self.headers.items()]
         found = [value for name, value in named if is_secret(name, value, marked=self.secret_names)]
         return found + [value for value in self.expanded_secrets if value not in found]
 
     def policy_globs(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(pre-approved, denied) ``server.tool`` globs from `auto_approve` and `disabled_tools`."""
-        return tuple(_glob(self.server_id, t) for t in self.auto_approve), tuple(
-            _glob(self.server_id, t) for t in self.disabled_tools
-        )
+        approved = tuple(self._exact_glob(tool) for tool in self.auto_approve)
+        return approved, tuple(self._exact_glob(tool) for tool in self.disabled_tools)
 
-
-def _glob(server_id: str, tool: str) -> str:
-    """A glob that matches exactly this server and tool (fnmatch's special characters escaped)."""
-    escaped = "".join(f"[{ch}]" if ch in "*?[" else ch for ch in f"{server_id}.{tool}")
-    return escaped
+    def _exact_glob(self, tool: str) -> str:
+        """A glob that matches exactly this server's `tool` (fnmatch's special characters escaped)."""
+        return "".join(f"[{ch}]" if ch in "*?[" else ch for ch in f"{self.server_id}.{tool}")
 
 
 @dataclass(frozen=True)
