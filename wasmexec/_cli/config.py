@@ -96,7 +96,7 @@ def command_login(args: argparse.Namespace) -> int:
     server = config.servers.get(args.server) if config is not None else None
     if server is None:
         raise UsageError(f"no MCP server {args.server!r} is configured (pass --config PATH)")
-    if server.transport != "http" or not oauth.wanted(server):
+    if server.transport == "stdio" or not oauth.wanted(server):
         raise UsageError(f"server {args.server!r} does not use OAuth (an HTTP server without an Authorization "
                          'header, or with "oauth" set)')  # fmt: skip
     try:
@@ -114,9 +114,10 @@ async def _connect(server: Any) -> None:
     from mcp import Client
 
     from wasmexec._tools.oauth import LOGIN_TIMEOUT_S
-    from wasmexec._tools.transports import http_transport
+    from wasmexec._tools.transports import http_transport, sse_transport
 
-    async with Client(http_transport(server, sign_in_timeout=LOGIN_TIMEOUT_S), cache=None) as client:
+    opener = sse_transport if server.transport == "sse" else http_transport
+    async with Client(opener(server, sign_in_timeout=LOGIN_TIMEOUT_S), cache=None) as client:
         await client.list_tools()
 
 
