@@ -33,7 +33,7 @@ from wasmexec._cli.options import (
 def add_config_parser(commands: Any) -> None:
     from wasmexec._tools.config_import import CLIENTS
 
-    config = commands.add_parser("config", help="import the MCP servers other clients are configured with",
+    config = commands.add_parser("config", help="import other clients' MCP servers; sign in to OAuth servers",
                                  description="Work with MCP server configs.")  # fmt: skip
     verbs = config.add_subparsers(dest="verb", required=True, metavar="VERB")
     importing = verbs.add_parser(
