@@ -85,7 +85,7 @@ def test_a_missing_or_malformed_config_is_a_clear_usage_error(tmp_path: Path, ru
     done = wasmexec("tools", "list", "--config", str(tmp_path / "none.json"), runtime=runtime)
     assert done.returncode == 2 and "cannot read the MCP server config" in done.stderr
     bad = tmp_path / "bad.json"
-    bad.write_text('{"servers": {}}')
+    bad.write_text('{"tools": {}}')  # ("servers" is VS Code's key, read like "mcpServers")
     done = wasmexec("tools", "list", "--config", str(bad), runtime=runtime)
     assert done.returncode == 2 and '"mcpServers"' in done.stderr
     assert "Traceback" not in done.stderr

@@ -30,8 +30,10 @@ def test_stdio_and_http_servers_are_read() -> None:
         ({"command": "x", "env": {"A": 1}}, '"env" must be an object of strings'),
         ({"url": "ftp://x"}, "http:// or https://"),
         ({"command": "x", "url": "http://x"}, "choose one transport"),
-        ({"type": "sse", "url": "http://x"}, "SSE transport is not supported"),
-        ({"command": "x", "bogus": 1}, "unknown keys ['bogus']"),
+        ({"type": "websocket", "url": "http://x"}, 'unknown "type"'),
+        ({"command": "x", "autoApprove": "read"}, '"autoApprove" must be a list of strings'),
+        ({"url": "http://x", "oauth": "yes"}, '"oauth" must be true, false or an object'),
+        ({"command": "${NOT_SET_ANYWHERE}"}, "${NOT_SET_ANYWHERE} is not set"),
         ("a string", "expected an object"),
         ({"command": "x", "timeout": 0}, '"timeout" must be a positive number of seconds'),
         ({"command": "x", "timeout": "60"}, '"timeout" must be a positive number of seconds'),
@@ -53,7 +55,7 @@ def test_an_unusable_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
     broken.write_text("{not json")
     with pytest.raises(ConfigError, match=r"broken\.json: not valid JSON"):
         load_config(broken)
-    broken.write_text(json.dumps({"servers": {}}))
+    broken.write_text(json.dumps({"tools": {}}))
     with pytest.raises(ConfigError, match='"mcpServers"'):
         load_config(broken)
 
@@ -85,3 +87,81 @@ def test_only_env_and_header_values_that_are_secrets_go_to_the_redactor() -> Non
     assert sorted(config.servers["stdio"].secrets()) == ["customers", "tok-value-1"]
     assert sorted(config.servers["http"].secrets()) == ["Bearer abc", "k-123456"]
     assert config.servers["stdio"].secret_names == ("DB_NAME",)
+
+
+def test_keys_meant_for_other_clients_are_ignored_with_a_note_not_dropped() -> None:
+    config = parse_config({"mcpServers": {
+        "cline": {"command": "x", "autoApprove": ["read_file"], "timeout": 30, "watchPaths": ["/tmp"], "dev": {}},
+        "roo": {"type": "streamable-http", "url": "http://h/mcp", "alwaysAllow": ["get"], "disabledTools": ["rm"]},
+        "legacy": {"type": "sse", "url": "http://h/sse"},
+        "windsurf": {"serverUrl": "https://h/mcp"},
+        "old-cline": {"transportType": "stdio", "command": "y"},
+        "off": {"command": "z", "disabled": True},
+    }}, source="c.json")  # fmt: skip
+    assert sorted(config.servers) == ["cline", "legacy", "old-cline", "roo", "windsurf"]
+    assert config.servers["legacy"].transport == "sse"
+    assert config.problems == ()
+    notes = {note.server_id: note.message for note in config.notes}
+    assert "ignored keys ['dev', 'watchPaths']" in notes["cline"] and "c.json" in notes["cline"]
+    assert "disabled" in notes["off"]
+    assert config.servers["cline"].timeout == 30.0  # Cline writes seconds, as wasmexec reads them
+    assert config.servers["windsurf"].url == "https://h/mcp" and config.servers["roo"].transport == "http"
+    assert config.servers["cline"].policy_globs() == (("cline.read_file",), ())
+    assert config.servers["roo"].policy_globs() == (("roo.get",), ("roo.rm",))
+
+
+def test_vs_code_servers_key_inputs_and_env_file_are_read(tmp_path: Path) -> None:
+    (tmp_path / ".vscode").mkdir()
+    (tmp_path / "dev.env").write_text("# comment\nexport REGION='eu'\nDB_PASSWORD=hunter2-xyz\n")
+    path = tmp_path / ".vscode" / "mcp.json"
+    path.write_text("""{
+      // VS Code allows comments and trailing commas
+      "inputs": [{"type": "promptString", "id": "gh-pat", "description": "GitHub PAT", "password": true}],
+      "servers": {
+        "gh": {"type": "stdio", "command": "${workspaceFolder}/bin/gh-mcp", "envFile": "dev.env",
+               "env": {"PAT": "${input:gh-pat}", "REGION": "us"}},
+      },
+    }""")
+    config = load_config(path, environ={"GH_PAT": "pat-value-123"})
+    server = config.servers["gh"]
+    assert server.command == f"{tmp_path}/bin/gh-mcp"
+    assert server.env == {"REGION": "us", "DB_PASSWORD": "hunter2-xyz", "PAT": "pat-value-123"}
+    assert sorted(server.secrets()) == ["hunter2-xyz", "pat-value-123"]
+
+
+def test_variables_expand_in_command_args_env_url_and_headers_and_secrets_stay_redacted() -> None:
+    environ = {"API_TOKEN": "tok-abcdef-123", "BIN": "/opt/bin", "REGION": "eu-west-1"}
+    config = parse_config({"mcpServers": {
+        "s": {"command": "${BIN}/server", "args": ["--token=${API_TOKEN}", "--region", "${REGION}", "$REGION"],
+              "env": {"LEVEL": "${LOG_LEVEL:-info}", "HOME_DIR": "${env:BIN}"}},
+        "h": {"url": "https://${HOST:-api.example.com}/mcp", "headers": {"Authorization": "Bearer ${API_TOKEN}"}},
+    }}, environ=environ)  # fmt: skip
+    stdio, http = config.servers["s"], config.servers["h"]
+    assert stdio.command == "/opt/bin/server"
+    assert stdio.args == ("--token=tok-abcdef-123", "--region", "eu-west-1", "$REGION")  # bare $VAR: left alone
+    assert stdio.env == {"LEVEL": "info", "HOME_DIR": "/opt/bin"}
+    assert http.url == "https://api.example.com/mcp" and http.headers == {"Authorization": "Bearer tok-abcdef-123"}
+    assert stdio.secrets() == ["tok-abcdef-123"]  # it went into an argument, and still gets redacted
+    assert "eu-west-1" not in stdio.secrets()
+
+
+def test_a_missing_variable_skips_only_its_server_naming_both() -> None:
+    config = parse_config({"mcpServers": {"needs": {"url": "https://h/mcp", "headers": {"X-Key": "${MY_KEY}"}},
+                                          "fine": {"command": "ok"}}}, source="cfg", environ={})  # fmt: skip
+    assert list(config.servers) == ["fine"]
+    (problem,) = config.problems
+    assert problem.server_id == "needs" and "'needs'" in problem.message and "MY_KEY" in problem.message
+
+
+def test_server_entries_pre_approve_and_deny_through_the_policy() -> None:
+    from wasmexec._tools.config import with_server_policy
+    from wasmexec._tools.policy import Policy
+
+    config = parse_config({"mcpServers": {"fs": {"command": "x", "autoApprove": ["write_file"],
+                                                 "disabledTools": ["delete_file"]}}})  # fmt: skip
+    policy = with_server_policy(Policy(), config)
+    destructive = {"destructiveHint": True}
+    assert policy.decide("fs", "write_file", destructive) == "pre_approved"
+    assert policy.decide("fs", "move_file", destructive) == "approve"
+    assert policy.decide("fs", "delete_file") == "deny"
+    assert policy.decide("other", "write_file", destructive) == "approve"

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import TextIO
 
+from wasmexec._cli.config import add_config_parser
 from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
     EXIT_INTERRUPTED,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=_command_schema, parser=schema)
 
     add_tools_parser(commands)
+    add_config_parser(commands)
     return parser
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from wasmexec._sandbox.runtime import Runtime
     from wasmexec._tools.broker import Broker
     from wasmexec._tools.config import Config
+    from wasmexec._tools.config_import import Place
     from wasmexec._tools.policy import Policy
 
 #: Exit codes (README, "CLI"): the run failed, usage, no sandbox, cannot listen, Ctrl-C (128 + SIGINT).
@@ -46,6 +47,8 @@ CACHE_DIR_ENV = "WASMEXEC_CACHE_DIR"
 CONFIG_ENV = "WASMEXEC_CONFIG"
 SCHEMA_CACHE_ENV = "WASMEXEC_SCHEMA_CACHE"
 DEFAULT_CONFIG = ".mcp.json"
+#: `--config auto`: the other clients' configs, read where they are (a file named "auto" is ./auto).
+AUTO_CONFIG = "auto"
 #: The stdio servers' stderr file starts over past this: banners and errors, not an archive.
 SERVER_LOG_MAX_BYTES = 8 * 1024 * 1024
 
@@ -190,7 +193,8 @@ def add_config_option(parser: argparse._ActionsContainer) -> None:
         "--config",
         type=Path,
         metavar="PATH",
-        help=f"mcpServers JSON (env {CONFIG_ENV}; default ./{DEFAULT_CONFIG} if present)",
+        help=f"mcpServers JSON (env {CONFIG_ENV}; default ./{DEFAULT_CONFIG} if present); 'auto': read the servers "
+        "of Claude Code, Cursor, VS Code, Windsurf, Cline and Claude Desktop where they are",
     )
 
 
@@ -252,16 +256,33 @@ def skills_from_args(args: argparse.Namespace) -> Path | None:
 
 
 def load_servers(args: argparse.Namespace) -> Config | None:
-    """The Config named by --config, WASMEXEC_CONFIG or ./.mcp.json; None when there is none."""
+    """The Config named by --config, WASMEXEC_CONFIG or ./.mcp.json; None when there is none.
+
+    ``auto`` reads the other clients' configs in place (`wasmexec._tools.config_import`).
+    """
     path = args.config or os.environ.get(CONFIG_ENV) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
     if path is None:
         return None
     from wasmexec._tools.config import load_config  # only now: a plain run does not pay for it
 
-    config = load_config(path)
+    if str(path) == AUTO_CONFIG:
+        from wasmexec._tools.config_import import auto_config
+
+        config = auto_config(user_place())
+    else:
+        config = load_config(path)
+    for note in config.notes:
+        print(f"note: {note.message}", file=sys.stderr)
     for problem in config.problems:
         print(f"warning: {problem.message} (skipped)", file=sys.stderr)
     return config
+
+
+def user_place() -> Place:
+    """Where the user's client configs are: home, the current directory, this platform and environment."""
+    from wasmexec._tools.config_import import Place
+
+    return Place(home=Path.home(), cwd=Path.cwd(), environ=dict(os.environ))
 
 
 def load_policy_options(args: argparse.Namespace) -> Policy:

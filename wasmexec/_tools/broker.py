@@ -48,7 +48,7 @@ from wasmexec._runstate import RunState
 from wasmexec._toolhost import SPEC_VERSION, HostCallError, encode_payload, internal_error
 from wasmexec._tools import approval, mcp_errors
 from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
-from wasmexec._tools.config import Config
+from wasmexec._tools.config import Config, with_server_policy
 from wasmexec._tools.naming import export_names, module_names
 from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
 from wasmexec._tools.pool import ClientFactory, Listing, Pool, ServerUnavailable
@@ -104,11 +104,12 @@ class Broker:
         self._warn = warn if warn is not None else warn_runtime
         self.cache = cache if cache is not None else SchemaCache(cache_path, warn=self._warn)
         self.observed = ObservedReturns(self.cache)
-        self.policy = policy if policy is not None else Policy()
+        # The servers' own pre-approved (Cline's autoApprove) and disabled tools join the policy.
+        self.policy = with_server_policy(policy if policy is not None else Policy(), config)
         self.audit = audit
         self._rates = RateLimiter(self.policy.rate_limits)
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr,
-                         client_factory=client_factory)  # fmt: skip
+                         client_factory=client_factory, on_secret=self.redactor.add_secret)  # fmt: skip
         self._generation: dict[str, int] = {}
         self._unmatched = UnmatchedGlobs(self.policy, module_names(config.servers))
         self._portal_cm: Any = None

@@ -301,6 +301,7 @@ class Pool:
         server_timeout_s: float = DEFAULT_SERVER_TIMEOUT_S,
         max_concurrent_calls: int = DEFAULT_MAX_CONCURRENT_CALLS,
         max_queued_calls: int = DEFAULT_MAX_QUEUED_CALLS,
+        on_secret: Callable[[str], None] | None = None,
     ) -> None:
         """
         Args:
@@ -312,6 +313,7 @@ class Pool:
             server_timeout_s: how long a call or listing may take when the server sets no `timeout`.
             max_concurrent_calls: calls in flight per server.
             max_queued_calls: calls waiting for a slot per server; more are refused with `ServerBusy`.
+            on_secret: gets credentials the real clients obtain (OAuth tokens), for the redactor.
         """
         self.servers = servers
         self.on_tools_changed = on_tools_changed
@@ -321,6 +323,7 @@ class Pool:
         self.server_timeout_s = server_timeout_s
         self.max_concurrent_calls = max_concurrent_calls
         self.max_queued_calls = max_queued_calls
+        self.on_secret = on_secret
         self._connections: dict[str, _Connection] = {}
         self._group: TaskGroup | None = None
         self._group_cm: Any = None
@@ -368,10 +371,14 @@ class Pool:
         from mcp import Client
         from mcp.types import Implementation
 
-        from wasmexec._tools.transports import http_transport, stdio_transport
+        from wasmexec._tools.transports import http_transport, sse_transport, stdio_transport
         from wasmexec._version import __version__
 
-        transport = http_transport(config) if config.transport == "http" else stdio_transport(config, self.errlog)
+        if config.transport in ("http", "sse"):
+            opener = http_transport if config.transport == "http" else sse_transport
+            transport = opener(config, on_secret=self.on_secret, sign_in_timeout=self.connect_timeout_s)
+        else:
+            transport = stdio_transport(config, self.errlog)
         info = Implementation(name="wasmexec", version=__version__)
         return Client(transport, client_info=info, message_handler=on_message, cache=None)
 

@@ -15,6 +15,8 @@ host 906 MB before anything checked its size. Here no message larger than
   reading stops past the cap, failing only that request; server-sent events are capped
   per event by the SDK (`max_sse_event_size`), here at the same size. Replies are
   requested uncompressed, and a compressed one is decompressed under the same cap.
+- the legacy HTTP+SSE transport (`sse_transport`): the same caps on replies, and each event
+  of the stream capped here (`bound_events`); an oversized event ends the connection.
 
 `wasmexec._tools.mcp_errors` turns the resulting errors into ``limit-exceeded`` errors.
 """
@@ -26,7 +28,7 @@ import logging
 import re
 import sys
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -242,19 +244,92 @@ async def stdio_transport(config: ServerConfig, errlog: TextIO | None = None) ->
 
 
 @asynccontextmanager
-async def http_transport(config: ServerConfig) -> AsyncIterator[TransportStreams]:
-    """Streamable HTTP with the configured headers and bounded replies; the HTTP client closes with it."""
+async def http_transport(
+    config: ServerConfig, *, on_secret: Callable[[str], None] | None = None, sign_in_timeout: float | None = None
+) -> AsyncIterator[TransportStreams]:
+    """Streamable HTTP with the configured headers and bounded replies; the HTTP client closes with it.
+
+    OAuth (`wasmexec._tools.oauth`): the client authenticates with the server's stored token, and
+    signs in when the server answers 401; `on_secret` gets every token, `sign_in_timeout` bounds the wait.
+    """
     from mcp.client.streamable_http import streamable_http_client
+
+    from wasmexec._tools import oauth
 
     assert config.url is not None
     headers = {"Accept-Encoding": "identity", **config.headers}
+    auth = oauth.provider(config, on_secret=on_secret, timeout=sign_in_timeout or oauth.LOGIN_TIMEOUT_S)
     async with (
         httpx2.AsyncClient(
-            headers=headers, timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=None), event_hooks={"response": [bound_reply]}
+            headers=headers,
+            timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=None),
+            event_hooks={"response": [bound_reply]},
+            auth=auth,
         ) as http,  # fmt: skip
         streamable_http_client(config.url, http_client=http, max_sse_event_size=MAX_MESSAGE_BYTES) as streams,
     ):
         yield streams
+
+
+@asynccontextmanager
+async def sse_transport(
+    config: ServerConfig, *, on_secret: Callable[[str], None] | None = None, sign_in_timeout: float | None = None
+) -> AsyncIterator[TransportStreams]:
+    """The legacy HTTP+SSE transport (``"type": "sse"``), through the SDK's `sse_client`, every event bounded.
+
+    Headers, OAuth and the reply caps are those of `http_transport`; events of the stream are cut
+    off past `MAX_MESSAGE_BYTES` (`bound_events`), which ends the connection (the SDK's SSE
+    client has no cap of its own, and an oversized event cannot be matched to a request).
+    """
+    from mcp.client.sse import sse_client
+
+    from wasmexec._tools import oauth
+
+    assert config.url is not None
+    auth = oauth.provider(config, on_secret=on_secret, timeout=sign_in_timeout or oauth.LOGIN_TIMEOUT_S)
+
+    def client(
+        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+    ) -> httpx2.AsyncClient:
+        # Reads wait on the run's deadline, as over streamable HTTP: an idle event stream is not a failure.
+        return httpx2.AsyncClient(headers={"Accept-Encoding": "identity", **(headers or {})}, auth=auth,
+                                  timeout=httpx2.Timeout(HTTP_TIMEOUT_S, read=None),
+                                  event_hooks={"response": [bound_reply, bound_events]})  # fmt: skip
+
+    async with sse_client(config.url, headers=config.headers, httpx_client_factory=client, auth=auth) as streams:
+        yield streams
+
+
+async def bound_events(response: httpx2.Response) -> None:
+    """An httpx2 response hook: an event stream fails once one event passes `MAX_MESSAGE_BYTES`."""
+    if not response.headers.get("content-type", "").lower().startswith("text/event-stream"):
+        return
+    if response.headers.get("content-encoding", "identity").lower() != "identity":
+        raise httpx2.StreamError("the server sent a compressed event stream, which wasmexec does not accept")
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    response.stream = _CappedEvents(response.stream)
+
+
+class _CappedEvents(httpx2.AsyncByteStream):
+    """An event stream whose events (text up to a blank line) may not pass `MAX_MESSAGE_BYTES`."""
+
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        pending = 0  # bytes of the event being received
+        tail = b""  # the last bytes seen, to find a blank line split across chunks
+        async for chunk in self._inner:
+            seen = tail + chunk
+            end = max(seen.rfind(b"\n\n"), seen.rfind(b"\r\n\r\n"), seen.rfind(b"\r\r"))
+            pending = len(seen) - end if end >= 0 else pending + len(chunk)
+            if pending > MAX_MESSAGE_BYTES:
+                raise httpx2.StreamError(too_large_message(MAX_MESSAGE_BYTES))
+            tail = seen[-3:]
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 async def bound_reply(response: httpx2.Response) -> None:
@@ -265,9 +340,8 @@ async def bound_reply(response: httpx2.Response) -> None:
     "Server returned an error response".
     """
     content_type = response.headers.get("content-type", "").lower()
-    if response.status_code in (401, 403) and not content_type.startswith("application/json"):
-        await response.stream.aclose()  # type: ignore[union-attr]
-        _replace_body(response, _credentials_rejected(response.status_code))
+    if response.status_code in (401, 403):
+        await _explain_refusal(response, content_type.startswith("application/json"))
         return
     if content_type.startswith("text/event-stream"):
         return  # capped per event by the SDK, after decoding
@@ -276,11 +350,34 @@ async def bound_reply(response: httpx2.Response) -> None:
     response.headers.pop("content-encoding", None)  # decoded by _CappedBody, under the cap
 
 
-def _credentials_rejected(status: int) -> bytes:
+async def _explain_refusal(response: httpx2.Response, is_json: bool) -> None:
+    """A 401/403 body that is not a JSON-RPC error becomes one that says so (the OAuth flow reads only headers)."""
+    assert isinstance(response.stream, httpx2.AsyncByteStream)
+    body = b""
+    if is_json:
+        capped = _CappedBody(response.stream, response.headers.get("content-encoding", "identity").lower())
+        try:
+            body = b"".join([chunk async for chunk in capped])
+        except httpx2.StreamError:
+            body = b""
+    await response.stream.aclose()
+    try:
+        if is_json and "jsonrpc" in json.loads(body):
+            _replace_body(response, body)  # the server's own JSON-RPC error, already read
+            return
+    except (ValueError, TypeError):
+        pass
+    _replace_body(response, _credentials_rejected(response.status_code, response.headers.get("www-authenticate", "")))
+
+
+def _credentials_rejected(status: int, challenge: str) -> bytes:
     from mcp.types import INTERNAL_ERROR
 
     reason = "401 Unauthorized" if status == 401 else "403 Forbidden"
-    error = {"code": INTERNAL_ERROR, "message": f"HTTP {reason}: the server rejected the credentials"}
+    detail = re.search(r'error_description="([^"]{0,200})"', challenge) or re.search(r'error="([^"]{0,60})"', challenge)
+    said = f" ({detail.group(1)})" if detail else ""
+    hint = " If it uses OAuth, sign in with `wasmexec config login SERVER`." if status == 401 else ""
+    error = {"code": INTERNAL_ERROR, "message": f"HTTP {reason}: the server rejected the credentials{said}.{hint}"}
     return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
 
 
