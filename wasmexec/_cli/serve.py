@@ -2,6 +2,10 @@
 
 Over HTTP the socket is bound before anything says "serving": a port that is taken
 (or not allowed, or a host that does not resolve) is a one-line error and exit 4.
+
+Sessions keep their files under the user state dir (``sessions/``, one directory each)
+for as long as the server runs; `--session-ttl`, `--max-sessions` and `--sessions-mb`
+bound them, and `--max-sessions 0` turns them off.
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ from wasmexec._cli.options import (
     open_audit,
     opened_broker,
     runtime_from_args,
+    server_log_path,
 )
+from wasmexec._workspace.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
 
 if TYPE_CHECKING:
     import socket
 
-    from wasmexec._server.server import RunPythonServer
+    from wasmexec._limits import Limits
+    from wasmexec._server.server import RunPythonServer, ServeOptions
 
 #: The loopback address: serving beyond this machine is a deliberate choice (--host).
 DEFAULT_HOST = "127.0.0.1"
@@ -39,6 +46,7 @@ DEFAULT_PORT = 8765
 MAX_PORT = 65535
 #: Pending connections the kernel queues while the server starts (uvicorn's default).
 LISTEN_BACKLOG = 2048
+_MIB = 1024 * 1024
 
 
 def add_serve_parser(commands: Any) -> None:
@@ -54,13 +62,31 @@ def add_serve_parser(commands: Any) -> None:
     serve.add_argument("--port", type=int_option(1, MAX_PORT), default=DEFAULT_PORT, metavar="PORT",
                        help=f"HTTP port (default {DEFAULT_PORT}; 1 to {MAX_PORT})")  # fmt: skip
     add_run_options(serve, ceilings=True)
+    sessions = serve.add_argument_group("sessions (run_python with session: true keeps /workspace between calls)")
+    sessions.add_argument(
+        "--session-ttl",
+        type=int_option(1),
+        default=int(DEFAULT_SESSION_TTL_S),
+        metavar="SECONDS",
+        help=f"remove a session unused for this long (default {int(DEFAULT_SESSION_TTL_S)})",
+    )
+    sessions.add_argument(
+        "--max-sessions",
+        type=int_option(0),
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"sessions at once; 0 turns sessions off (default {DEFAULT_MAX_SESSIONS})",
+    )
+    sessions.add_argument("--sessions-mb", type=int_option(1), default=DEFAULT_MAX_SESSION_BYTES // _MIB,
+                          metavar="N", help="MiB all sessions may hold together "
+                          f"(default {DEFAULT_MAX_SESSION_BYTES // _MIB})")  # fmt: skip
     serve.set_defaults(handler=command_serve, parser=serve)
 
 
 def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import Sandbox
-    from wasmexec._server.server import RunPythonServer, ServeOptions
+    from wasmexec._server.server import RunPythonServer
     from wasmexec._toolhost import NoTools
 
     limits, config, policy, audit = (
@@ -81,7 +107,8 @@ def command_serve(args: argparse.Namespace) -> int:
             )
             sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
                               redactor=broker.redactor if broker is not None else Redactor(), audit=audit)  # fmt: skip
-            server = RunPythonServer(sandbox, ServeOptions(limits=limits), broker)
+            server = RunPythonServer(sandbox, _serve_options(args, limits), broker)
+            stack.callback(server.close)
             if listener is not None:
                 _serve_http(server, listener, args.host, args.port)
             else:
@@ -98,6 +125,18 @@ def command_serve(args: argparse.Namespace) -> int:
 
 
 _terminated = False
+
+
+def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:
+    from wasmexec._server.server import ServeOptions
+
+    return ServeOptions(
+        limits=limits,
+        sessions_dir=server_log_path().with_name("sessions") if args.max_sessions > 0 else None,
+        session_ttl_s=float(args.session_ttl),
+        max_sessions=args.max_sessions,
+        max_session_bytes=args.sessions_mb * _MIB,
+    )
 
 
 async def _serve_stdio(server: RunPythonServer) -> None:

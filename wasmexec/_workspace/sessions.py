@@ -1,0 +1,339 @@
+"""Sessions: a workspace that outlives one run, kept in generations so a failed run never loses files.
+
+A session is a directory ``<root>/<session_id>/``::
+
+    gen-N/        the committed files (what the next run starts from)
+    current       a symlink to gen-N, swapped by rename (atomic)
+    run-<run_id>/ a run's private copy of gen-N: the run works here
+    lock          flock-ed while a server process holds the session
+
+A run works in a copy of the current generation. When the guest finished (it returned, or
+raised: an uncaught exception is a finished run), the copy becomes the next generation and
+the old one is removed; when it was stopped (a limit, the deadline, a cancel, a crash), the
+copy is dropped, so the files of earlier runs are never lost. Symlinks are not carried from
+one run to the next (the host never follows one; the guest cannot make one that escapes).
+
+Each run is still a fresh interpreter: only files persist. Two runs of one session never
+overlap: the second is refused with a retryable `SessionBusy` (waiting would hold a
+request open for as long as the first run takes). Sessions expire after an idle TTL, and
+their number and total bytes are capped. They last as long as the server process: at
+start-up a store removes the session directories no live process holds (their `lock` is
+free), with their stale ``run-*`` copies.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import secrets
+import shutil
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wasmexec._envelope import RunResult
+from wasmexec._workspace import safefs
+from wasmexec._workspace.artifacts import survey
+
+#: Long enough for a conversation's pauses, short enough that abandoned sessions do not pile up.
+DEFAULT_SESSION_TTL_S = 30 * 60.0
+#: Sessions one server keeps at once; each may hold a full workspace.
+DEFAULT_MAX_SESSIONS = 100
+#: Bytes all sessions of one server may hold together.
+DEFAULT_MAX_SESSION_BYTES = 1024 * 1024 * 1024
+#: A walk of a session's files stops after this many entries (the workspace file limit's ceiling is lower).
+MAX_SESSION_ENTRIES = 1_000_000
+
+#: `secrets.token_urlsafe(32)`: 43 characters of the URL-safe base64 alphabet.
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")
+_GENERATION = re.compile(r"gen-([0-9]{1,18})")
+
+
+class SessionError(Exception):
+    """A session cannot be used or made; the message says why and what to do."""
+
+    retryable = False
+
+
+class UnknownSession(SessionError):
+    """The id names no session of this caller (never was, expired, or another client's)."""
+
+
+class SessionBusy(SessionError):
+    """Another run of the session is still going: retry when it has finished."""
+
+    retryable = True
+
+
+@dataclass
+class Session:
+    """One session: its directory, owner and state (guarded by the store's lock, except `busy`)."""
+
+    id: str
+    owner: str | None
+    """The caller that made it (`wasmexec._server.callers.caller_key`); None: the id alone is the handle."""
+    directory: Path
+    generation: int = 0
+    last_used: float = 0.0
+    bytes: int = 0
+    busy: threading.Lock = field(default_factory=threading.Lock)
+    lock_fd: int = -1
+
+
+class SessionStore:
+    """The sessions of one server process (see the module)."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        ttl_s: float = DEFAULT_SESSION_TTL_S,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        max_bytes: int = DEFAULT_MAX_SESSION_BYTES,
+        timer: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """
+        Args:
+            root: the directory that holds one directory per session (made 0700 if missing).
+            ttl_s: a session unused for this long is removed.
+            max_sessions: sessions at once; making one more is refused.
+            max_bytes: bytes of all sessions together; a run that would pass it keeps its files only
+                until the end of that run (its result says so).
+            timer: the clock of `ttl_s` (injectable for tests).
+        """
+        self.root = Path(root)
+        self.ttl_s = ttl_s
+        self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
+        self._timer = timer
+        self._lock = threading.Lock()
+        self._sessions: dict[str, Session] = {}
+        self._closed = False
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._remove_abandoned()
+
+    # -- making and finding sessions -----------------------------------------------------------
+    def create(self, owner: str | None) -> Session:
+        """A new, empty session that `owner` holds, reserved for its first run (see `acquire`).
+
+        Raises:
+            SessionError: the server holds as many sessions, or as many bytes, as it may.
+        """
+        self.expire()
+        with self._lock:
+            if self._closed:
+                raise SessionError("this server is shutting down")
+            if len(self._sessions) >= self.max_sessions:
+                raise SessionError(f"this server already holds {self.max_sessions} sessions (its limit); "
+                                   "reuse a session_id, or wait until idle sessions expire")  # fmt: skip
+            if sum(s.bytes for s in self._sessions.values()) >= self.max_bytes:
+                raise SessionError("the sessions on this server hold all the bytes it allows; "
+                                   "reuse a session_id, or wait until idle sessions expire")  # fmt: skip
+            session_id = secrets.token_urlsafe(32)
+            directory = self.root / session_id
+            directory.mkdir(mode=0o700)
+            session = Session(session_id, owner, directory, last_used=self._timer())
+            session.lock_fd = _hold(directory / "lock")
+            (directory / "gen-0").mkdir(mode=0o700)
+            os.symlink("gen-0", directory / "current")
+            session.busy.acquire()
+            self._sessions[session_id] = session
+        return session
+
+    def acquire(self, session_id: str, owner: str | None) -> Session:
+        """The session `session_id`, reserved for one run until `finish`.
+
+        Raises:
+            UnknownSession: not a session of this caller (never was, expired, or another client's).
+            SessionBusy: another run of it is going on.
+        """
+        self.expire()
+        with self._lock:
+            session = self._sessions.get(session_id) if _SESSION_ID.fullmatch(session_id) else None
+            if session is None or session.owner != owner:
+                # One answer for all three, so an id cannot be probed: another client's session looks unknown.
+                raise UnknownSession("unknown or expired session_id (sessions end after "
+                                   f"{self.ttl_s / 60:g} minutes unused, and belong to the client that "
+                                   "started them); start a new one with session: true")  # fmt: skip
+            if not session.busy.acquire(blocking=False):
+                raise SessionBusy("this session is busy with another run_python call; its runs never overlap: "
+                                  "retry when that call has returned")  # fmt: skip
+            session.last_used = self._timer()
+        return session
+
+    # -- one run -------------------------------------------------------------------------------
+    def checkout(self, session: Session) -> Path:
+        """A private copy of the session's current files for one run (the run's /workspace)."""
+        target = session.directory / f"run-{secrets.token_hex(8)}"
+        target.mkdir(mode=0o700)
+        source = session.directory / f"gen-{session.generation}"
+        source_fd = safefs.open_root(source)
+        target_fd = safefs.open_root(target)
+        try:
+            _copy_tree(source_fd, target_fd)
+        finally:
+            os.close(source_fd)
+            os.close(target_fd)
+        return target
+
+    def finish(self, session: Session, workspace: Path | None, *, keep: bool) -> str | None:
+        """Ends a run: its copy becomes the session's files if `keep`, else it is dropped; frees the session.
+
+        `workspace` is the run's copy (None if it was never made). Returns a warning when the
+        files could not be kept (the sessions' byte cap), else None.
+        """
+        warning = None
+        try:
+            if keep and workspace is not None:
+                warning = self._commit(session, workspace)
+            if workspace is not None and workspace.exists():
+                shutil.rmtree(workspace, ignore_errors=True)
+        finally:
+            with self._lock:
+                session.last_used = self._timer()
+            session.busy.release()
+        return warning
+
+    def _commit(self, session: Session, workspace: Path) -> str | None:
+        _remove_symlinks(workspace)
+        fd = safefs.open_root(workspace)
+        try:
+            size = survey(fd, MAX_SESSION_ENTRIES).bytes
+        finally:
+            os.close(fd)
+        with self._lock:
+            others = sum(s.bytes for s in self._sessions.values() if s is not session)
+        if others + size > self.max_bytes:
+            return (f"the files of this run were not kept in the session: the sessions on this server may hold "
+                    f"{self.max_bytes} bytes together, and this session would take {size}")  # fmt: skip
+        old, new = session.generation, session.generation + 1
+        os.rename(workspace, session.directory / f"gen-{new}")
+        swap = session.directory / "current.new"
+        swap.unlink(missing_ok=True)
+        os.symlink(f"gen-{new}", swap)
+        os.replace(swap, session.directory / "current")
+        with self._lock:
+            session.generation, session.bytes = new, size
+        shutil.rmtree(session.directory / f"gen-{old}", ignore_errors=True)
+        return None
+
+    # -- ending sessions -----------------------------------------------------------------------
+    def expire(self) -> None:
+        """Removes the sessions unused for longer than the TTL (never one in the middle of a run)."""
+        oldest = self._timer() - self.ttl_s
+        with self._lock:
+            idle = [s for s in self._sessions.values() if s.last_used < oldest and s.busy.acquire(blocking=False)]
+            for session in idle:
+                del self._sessions[session.id]
+        for session in idle:
+            _remove(session)
+
+    def close(self) -> None:
+        """Removes every session that is not in the middle of a run. Idempotent."""
+        with self._lock:
+            self._closed = True
+            sessions = [s for s in self._sessions.values() if s.busy.acquire(blocking=False)]
+            for session in sessions:
+                del self._sessions[session.id]
+        for session in sessions:
+            _remove(session)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def _remove_abandoned(self) -> None:
+        """Removes session directories that no live process holds (left by a server that died)."""
+        for entry in os.scandir(self.root):
+            if not (_SESSION_ID.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)):
+                continue
+            try:
+                fd = _hold(Path(entry.path) / "lock")
+            except BlockingIOError:
+                continue  # a live server's session
+            try:
+                shutil.rmtree(entry.path, ignore_errors=True)
+            finally:
+                os.close(fd)
+
+
+def _hold(path: Path) -> int:
+    """Opens and flock-s `path` (made if missing); raises BlockingIOError when another process holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _remove(session: Session) -> None:
+    shutil.rmtree(session.directory, ignore_errors=True)  # rmtree never follows symlinks (fd-based on Linux)
+    if session.lock_fd >= 0:
+        os.close(session.lock_fd)
+        session.lock_fd = -1
+
+
+def _remove_symlinks(workspace: Path) -> None:
+    """Symlinks are not carried to the next run (the guest's own run can still use them)."""
+    fd = safefs.open_root(workspace)
+    try:
+        links = [path for path, info in safefs.walk(fd, MAX_SESSION_ENTRIES) if stat.S_ISLNK(info.st_mode)]
+        for path in links:
+            try:
+                with safefs.opened_dir(fd, path[:-1]) as parent:
+                    os.unlink(path[-1], dir_fd=parent)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
+def _copy_tree(source_fd: int, target_fd: int) -> None:
+    """Copies directories and regular files (not symlinks) from `source_fd` to the empty `target_fd`."""
+    for path, info in safefs.walk(source_fd, MAX_SESSION_ENTRIES):
+        try:
+            if stat.S_ISDIR(info.st_mode):
+                with safefs.opened_dir(target_fd, path, create=True):
+                    pass
+            elif stat.S_ISREG(info.st_mode):
+                _copy_file(source_fd, target_fd, path)
+        except OSError:
+            continue  # changed under the walk (nothing else writes a committed generation): skip it
+
+
+def _copy_file(source_fd: int, target_fd: int, path: tuple[str, ...]) -> None:
+    with (
+        safefs.opened_file(source_fd, path) as (src, info),
+        safefs.opened_dir(target_fd, path[:-1], create=True) as parent,
+    ):
+        out = os.open(path[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                      dir_fd=parent)  # fmt: skip
+        try:
+            left = info.st_size
+            while left > 0 and (chunk := os.read(src, min(safefs.CHUNK_BYTES, left))):
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(out, view) :]
+                left -= len(chunk)
+        finally:
+            os.close(out)
+
+
+#: Diagnostics that mean the host stopped the guest (a limit, the deadline, a cancel, a crash).
+_STOPPED = frozenset({"SANDBOX_LIMIT", "SANDBOX_TRAP", "BLOCKING_WAIT", "INTERNAL_ERROR"})
+
+
+def guest_finished(result: RunResult) -> bool:
+    """Whether the guest ran to its end: it returned, or raised (its files are then kept in a session).
+
+    A run the host stopped (any limit, the deadline, a cancel, a trap) did not finish: what it
+    wrote may be half-written, so a session keeps the files it had before. A guest can only
+    make its own run look stopped (by reporting such a diagnostic), never a stopped run finished.
+    """
+    return not any(diagnostic["code"] in _STOPPED for diagnostic in result["diagnostics"])
