@@ -23,8 +23,12 @@ from wasmexec._limits import (
     DEFAULT_MAX_TOOL_CALLS,
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_MS,
+    DEFAULT_WORKSPACE_FILES,
+    DEFAULT_WORKSPACE_MB,
     MAX_MEMORY_MB,
     MAX_TIMEOUT_MS,
+    MAX_WORKSPACE_FILES,
+    MAX_WORKSPACE_MB,
 )
 
 if TYPE_CHECKING:
@@ -106,6 +110,27 @@ def add_run_options(parser: argparse.ArgumentParser, *, ceilings: bool) -> None:
     )
     limits.add_argument("--max-tool-calls", type=int_option(0), metavar="N",
                         help=f"tool calls per run (default {DEFAULT_MAX_TOOL_CALLS})")  # fmt: skip
+    limits.add_argument(
+        "--workspace-mb",
+        type=int_option(0, MAX_WORKSPACE_MB),
+        metavar="N",
+        help=f"MiB in /workspace and /tmp together, inputs included (default {DEFAULT_WORKSPACE_MB}, "
+        f"at most {MAX_WORKSPACE_MB})",
+    )
+    limits.add_argument(
+        "--workspace-files",
+        type=int_option(0, MAX_WORKSPACE_FILES),
+        metavar="N",
+        help=f"files, directories and symlinks in /workspace and /tmp together (default {DEFAULT_WORKSPACE_FILES}, "
+        f"at most {MAX_WORKSPACE_FILES})",
+    )
+    workspace = parser.add_argument_group("workspace")
+    if not ceilings:
+        add_workspace_options(workspace)
+    workspace.add_argument(
+        "--skills", type=Path, metavar="DIR", help="a directory mounted read-only at /skills in every run "
+        "(its *.py import as skills.<name>)",
+    )  # fmt: skip
     tools = parser.add_argument_group("tools and policy")
     add_config_option(tools)
     tools.add_argument("--policy", type=Path, metavar="PATH", help="policy file (TOML or JSON): allow/deny/approval")
@@ -134,6 +159,30 @@ def add_run_options(parser: argparse.ArgumentParser, *, ceilings: bool) -> None:
                        help=f"audit JSONL file (default {_default_audit_path()})")  # fmt: skip
     audit.add_argument("--no-audit", action="store_true", help="write no audit log")
     add_cache_dir_option(files)
+
+
+def add_workspace_options(parser: argparse._ActionsContainer) -> None:
+    """Files in and out of one run (`run` only)."""
+    parser.add_argument(
+        "--file",
+        action="append",
+        default=[],
+        dest="inputs",
+        metavar="LOCAL",
+        help="copy the local file LOCAL into /workspace before the run; LOCAL:PATH puts it at PATH "
+        "(relative to /workspace; default: its name) (repeatable)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        metavar="DIR",
+        help="write the run's artifacts (files it created or changed in /workspace) below DIR; "
+        "existing files are never overwritten (skipped with a warning)",
+    )
+    parser.add_argument(
+        "--workspace", type=Path, metavar="DIR", help="run in DIR (created if missing) as /workspace instead of a "
+        "fresh private directory; what the code writes there stays",
+    )  # fmt: skip
 
 
 def add_config_option(parser: argparse._ActionsContainer) -> None:
@@ -180,7 +229,8 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
     from wasmexec._limits import Limits
 
     changes: dict[str, int | None] = {}
-    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes", "max_tool_calls"):
+    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes", "max_tool_calls", "workspace_mb",
+                   "workspace_files"):  # fmt: skip
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)
     if args.no_fuel:
@@ -191,6 +241,14 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
         return Limits().replace(**changes)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def skills_from_args(args: argparse.Namespace) -> Path | None:
+    """The --skills directory, checked to exist."""
+    skills: Path | None = args.skills
+    if skills is not None and not skills.is_dir():
+        raise UsageError(f"--skills {skills}: not a directory")
+    return skills
 
 
 def load_servers(args: argparse.Namespace) -> Config | None:

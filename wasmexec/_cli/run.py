@@ -32,11 +32,12 @@ from wasmexec._cli.options import (
     open_audit,
     opened_broker,
     runtime_from_args,
+    skills_from_args,
 )
 
 if TYPE_CHECKING:
     from wasmexec._envelope import RunResult
-    from wasmexec._sandbox.sandbox import RunControl
+    from wasmexec._sandbox.sandbox import RunControl, Sandbox
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -45,6 +46,7 @@ def command_run(args: argparse.Namespace) -> int:
     from wasmexec._toolhost import NoTools, ToolHost
 
     code, limits = _read_code(args), limits_from_args(args)
+    inputs, skills, workspace = _input_files(args.inputs), skills_from_args(args), _workspace_dir(args.workspace)
     config, policy, audit = load_servers(args), load_policy_options(args), open_audit(args)
     with ExitStack() as stack:
         tools: ToolHost = NoTools()
@@ -52,16 +54,58 @@ def command_run(args: argparse.Namespace) -> int:
         if config is not None and config.servers:
             broker = stack.enter_context(opened_broker(args, config, policy, audit))
             tools, redactor = broker, broker.redactor
-        sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit)
+        sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
+                          skills=skills)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
         control = RunControl()
-        with _ctrl_c_stops(control) as interrupted:
-            result = sandbox.run_sync(code, control=control)
+        try:
+            with _ctrl_c_stops(control) as interrupted:
+                result = sandbox.run_sync(code, control=control, files=inputs, workspace=workspace)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc)) from None
         sys.stdout.write(result_line(result) + "\n")
         sys.stdout.flush()  # now, not after the servers have been stopped
+        if args.output_dir is not None:
+            _write_artifacts(sandbox, result, args.output_dir)
     if interrupted.is_set():
         return EXIT_INTERRUPTED
     return EXIT_OK if result["result"]["ok"] else EXIT_CODE_FAILED
+
+
+def _input_files(specs: list[str]) -> dict[str, Path]:
+    """``--file LOCAL[:PATH]`` options as the `files` of a run (a whole spec naming a file is LOCAL)."""
+    files: dict[str, Path] = {}
+    for spec in specs:
+        local, _, path = spec.rpartition(":")
+        if Path(spec).is_file() or not local:
+            local, path = spec, Path(spec).name
+        if not Path(local).is_file():
+            raise UsageError(f"--file {spec}: {local} is not a readable file")
+        if path in files:
+            raise UsageError(f"--file {spec}: {path} is given twice")
+        files[path] = Path(local)
+    return files
+
+
+def _workspace_dir(directory: Path | None) -> Path | None:
+    if directory is not None:
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"--workspace {directory}: {exc.strerror or exc}") from None
+    return directory
+
+
+def _write_artifacts(sandbox: Sandbox, result: RunResult, directory: Path) -> None:
+    """Writes the run's artifacts below `directory`; what cannot be written is a warning on stderr."""
+    from wasmexec._workspace.export import export_artifacts
+
+    try:
+        problems = export_artifacts(sandbox.artifacts, result["run_id"], result["artifacts"], directory)
+    except OSError as exc:
+        problems = [f"--output-dir {directory}: {exc.strerror or exc}"]
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
 
 
 def result_line(result: RunResult) -> str:

@@ -31,6 +31,7 @@ from wasmexec._cli.options import (
     opened_broker,
     runtime_from_args,
     server_log_path,
+    skills_from_args,
 )
 from wasmexec._workspace.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
 
@@ -106,7 +107,8 @@ def command_serve(args: argparse.Namespace) -> int:
                 stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
             )
             sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
-                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit)  # fmt: skip
+                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
+                              skills=skills_from_args(args))  # fmt: skip
             server = RunPythonServer(sandbox, _serve_options(args, limits), broker)
             stack.callback(server.close)
             if listener is not None:

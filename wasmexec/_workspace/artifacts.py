@@ -28,6 +28,8 @@ _MAGIC = {
     "image/webp": (b"RIFF",),
 }
 _UNKNOWN_TYPE = "application/octet-stream"
+#: Types of data work that Python's table lacks before 3.13.
+_MISSING_BEFORE_PY313 = (("text/markdown", ".md"), ("image/webp", ".webp"))
 
 Signature = tuple[int, int, int, int]
 """(inode, size, mtime_ns, ctime_ns) of a regular file."""
@@ -125,4 +127,6 @@ def _types() -> Any:
             import mimetypes
 
             _TYPES = mimetypes.MimeTypes(filenames=())
+            for mime, extension in _MISSING_BEFORE_PY313:
+                _TYPES.add_type(mime, extension)
         return _TYPES

@@ -42,11 +42,10 @@ class RunDirPool:
             spares: run directories kept ready.
         """
         self._base = Path(base) if base is not None else None
-        self._owns_base = base is None
         self._spares = spares
         self._ready: list[RunDir] = []
         self._lock = threading.Lock()
-        self._work: queue.SimpleQueue[RunDir | None] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[RunDir | threading.Event | None] = queue.SimpleQueue()
         self._reaper: threading.Thread | None = None
         self._counter = 0
 
@@ -66,9 +65,18 @@ class RunDirPool:
             self._start_reaper()
         self._work.put(run_dir)
 
-    def remove_now(self, run_dir: RunDir) -> None:
-        """Removes `run_dir` on this thread (for callers that must see it gone)."""
-        shutil.rmtree(run_dir.root, ignore_errors=True)
+    def wait_idle(self, timeout_s: float = 10.0) -> bool:
+        """Waits until every directory released so far is removed; False on timeout."""
+        done = threading.Event()
+        with self._lock:
+            self._start_reaper()
+        self._work.put(done)
+        return done.wait(timeout_s)
+
+    @property
+    def base(self) -> Path:
+        """The directory that holds the run directories."""
+        return self._base_dir()
 
     def _start_reaper(self) -> None:
         if self._reaper is None:
@@ -78,6 +86,9 @@ class RunDirPool:
     def _reap(self) -> None:
         while True:
             item = self._work.get()
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
             try:
                 if item is not None:
                     shutil.rmtree(item.root, ignore_errors=True)  # fd-based: never follows a guest's symlink
@@ -109,7 +120,7 @@ class RunDirPool:
             return self._base
 
     def close(self) -> None:
-        """Removes the spares (and the base directory it made). Runs still using a directory keep it."""
+        """Removes the spares. Runs still using a directory keep it."""
         with self._lock:
             ready, self._ready = self._ready, []
         for run_dir in ready:

@@ -14,8 +14,10 @@ counts towards the entry limit. Every walk is fd-relative and never follows a sy
 and stops one entry past the limit.
 
 A file the guest deleted while it still holds it open keeps using disk and is in no
-directory: when a file disappears, the host looks for it among this process's open
-descriptors (wasmtime opens the guest's files) and keeps charging it while it is open.
+directory: when inotify names a file that is gone (or on every walk without inotify), the
+host looks among this process's open descriptors (wasmtime opens the guest's files) for
+files below the roots with no link left, and charges them while they stay open (Linux:
+through /proc/self/fd; elsewhere such a file is not seen until it is closed).
 
 Overshoot: a stream write is at most 64 KiB per WASI call and the check runs every tick,
 so the cap is passed by at most one tick of writing. One exception: ``os.pwrite`` is a
@@ -36,6 +38,8 @@ from wasmexec._workspace.inotify import Inotify
 
 #: A fallback walk this long or shorter runs on every tick; a longer one is spaced out to about 10%.
 SCAN_BUDGET_S = 0.001
+#: Deleted names remembered (each is looked for among open files once); forgotten all at once past this.
+MAX_VANISHED = 10_000
 
 Key = tuple[int, tuple[str, ...]]
 """(index of the root, path below it)."""
@@ -58,6 +62,9 @@ class Quota:
         self._inodes: dict[Inode, list[int]] = {}  # inode -> [charge, paths]
         self._dirs: dict[int, Key] = {}  # watch descriptor -> directory
         self._orphans: dict[Inode, tuple[int, int]] = {}  # deleted while open: inode -> (descriptor, charge)
+        self._root_paths: tuple[str, ...] | None = None
+        self._vanished: set[Key] = set()  # names written to after their deletion, already looked for
+        self._look_for_orphans = False
         self._watcher: Inotify | None = None
         self._skip = 0
         self._every = 1
@@ -105,6 +112,7 @@ class Quota:
             else:
                 began = time.perf_counter()
                 self._rescan()
+                self._find_orphans()  # no events name a deleted file here: look every time
                 cost = time.perf_counter() - began
                 self._skip = 0 if cost <= SCAN_BUDGET_S else int(cost / SCAN_BUDGET_S)
             if self._orphans:
@@ -191,6 +199,9 @@ class Quota:
             return
         for key in touched:
             self._restat(key)
+        if self._look_for_orphans:
+            self._look_for_orphans = False
+            self._find_orphans()  # once per check, however many names vanished
 
     def _restat(self, key: Key) -> None:
         index, path = key
@@ -206,14 +217,16 @@ class Quota:
                         os.close(child)
                     return
         except OSError:
-            gone = self._forget(key)
-            if gone is not None:
-                self._find_orphan(gone)
+            # Gone: deleted, or written to after its deletion (inotify still names it). Such a
+            # file keeps using disk while it is open: look for it once per name.
+            self._forget(key)
+            if key not in self._vanished:
+                if len(self._vanished) >= MAX_VANISHED:
+                    self._vanished.clear()
+                self._vanished.add(key)
+                self._look_for_orphans = True
             return
-        if key in self._paths and self._paths[key] != (info.st_dev, info.st_ino):
-            gone = self._forget(key)
-            if gone is not None:
-                self._find_orphan(gone)
+        self._vanished.discard(key)
         self._record(key, info)
 
     def _drop_watcher(self) -> None:
@@ -222,15 +235,28 @@ class Quota:
             self._watcher = None
 
     # -- deleted files still open ----------------------------------------------------------
-    def _find_orphan(self, inode: Inode) -> None:
-        """Looks for a file deleted from the roots among this process's descriptors (wasmtime holds the guest's)."""
+    def _find_orphans(self) -> None:
+        """Finds files deleted from the roots but still open: this process's descriptors (wasmtime
+        holds the guest's files) whose target is below a root and has no link left."""
+        prefixes = self._prefixes()
         with contextlib.suppress(OSError):
             for name in os.listdir("/proc/self/fd"):
                 with contextlib.suppress(OSError, ValueError):
+                    target = os.readlink(f"/proc/self/fd/{name}")
+                    if not target.endswith(" (deleted)") or not target.startswith(prefixes):
+                        continue
                     info = os.fstat(int(name))
-                    if (info.st_dev, info.st_ino) == inode and stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
-                        self._orphans[inode] = (int(name), safefs.charge(info))
-                        return
+                    if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+                        self._orphans[(info.st_dev, info.st_ino)] = (int(name), safefs.charge(info))
+
+    def _prefixes(self) -> tuple[str, ...]:
+        if self._root_paths is None:
+            paths = []
+            for root in self._roots:
+                with contextlib.suppress(OSError):
+                    paths.append(os.readlink(f"/proc/self/fd/{root}").rstrip("/") + "/")
+            self._root_paths = tuple(paths)
+        return self._root_paths
 
     def _refresh_orphans(self) -> None:
         """Brings the charges of deleted-but-open files up to date, and drops the closed ones."""

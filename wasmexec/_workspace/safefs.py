@@ -91,13 +91,28 @@ def copy_in(root_fd: int, parts: tuple[str, ...], source: str | os.PathLike[str]
                 view = view[os.write(out, view) :]
 
 
+def copy_new(root_fd: int, parts: tuple[str, ...], source: str | os.PathLike[str]) -> None:
+    """Copies `source` to a new file `parts` below `root_fd`, which must not exist yet.
+
+    Raises:
+        FileExistsError: something (a file, a symlink) is already there; it is left alone.
+        OSError: a directory on the way is a symlink or not a directory.
+    """
+    with open(source, "rb") as src, _created(root_fd, parts, replace=False) as out:
+        while chunk := src.read(CHUNK_BYTES):
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(out, view) :]
+
+
 @contextmanager
-def _created(root_fd: int, parts: tuple[str, ...]) -> Iterator[int]:
+def _created(root_fd: int, parts: tuple[str, ...], replace: bool = True) -> Iterator[int]:
     with opened_dir(root_fd, parts[:-1], create=True) as parent:
-        try:
-            os.unlink(parts[-1], dir_fd=parent)  # a file or symlink already there: removed, never followed
-        except FileNotFoundError:
-            pass
+        if replace:
+            try:
+                os.unlink(parts[-1], dir_fd=parent)  # a file or symlink already there: removed, never followed
+            except FileNotFoundError:
+                pass
         fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                      dir_fd=parent)  # fmt: skip
         try:

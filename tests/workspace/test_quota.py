@@ -1,0 +1,97 @@
+"""The workspace quota on real directories: what is charged, and that every change is seen."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from wasmexec._workspace import safefs
+from wasmexec._workspace.quota import Quota
+
+
+@pytest.fixture(params=["inotify", "scan"])
+def quota(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Quota]:
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "tmp").mkdir()
+    roots = [safefs.open_root(tmp_path / "ws"), safefs.open_root(tmp_path / "tmp")]
+    quota = Quota(roots, max_bytes=1 << 20, max_entries=20)
+    assert quota.start() is None
+    if request.param == "scan":
+        quota.close()  # what happens without inotify: every check walks the roots
+    elif not quota.watching:
+        pytest.skip("no inotify here")
+    yield quota
+    quota.close()
+    for fd in roots:
+        os.close(fd)
+
+
+def test_an_empty_workspace_charges_nothing(quota: Quota) -> None:
+    assert (quota.check(), quota.bytes, quota.entries) == (None, 0, 0)
+
+
+def test_bytes_past_the_cap_in_either_root_are_seen_at_the_next_check(quota: Quota, tmp_path: Path) -> None:
+    (tmp_path / "ws" / "a").write_bytes(b"x" * 600_000)
+    assert quota.check() is None
+    (tmp_path / "tmp" / "b").write_bytes(b"x" * 600_000)
+    assert quota.check() == "workspace_bytes"
+    (tmp_path / "tmp" / "b").unlink()
+    assert quota.check() is None
+
+
+def test_a_sparse_file_is_charged_by_its_size(quota: Quota, tmp_path: Path) -> None:
+    with open(tmp_path / "ws" / "sparse", "wb") as file:
+        file.truncate(10**12)
+    assert quota.check() == "workspace_bytes"
+
+
+def test_hard_links_are_charged_once_and_every_name_counts_as_an_entry(quota: Quota, tmp_path: Path) -> None:
+    (tmp_path / "ws" / "a").write_bytes(b"x" * 700_000)
+    os.link(tmp_path / "ws" / "a", tmp_path / "ws" / "b")
+    assert quota.check() is None
+    assert quota.entries == 2
+    assert 700_000 <= quota.bytes < 800_000
+
+
+def test_files_in_new_and_renamed_directories_are_counted(quota: Quota, tmp_path: Path) -> None:
+    (tmp_path / "ws" / "a" / "b").mkdir(parents=True)
+    assert quota.check() is None
+    os.rename(tmp_path / "ws" / "a", tmp_path / "ws" / "c")
+    for i in range(20):
+        (tmp_path / "ws" / "c" / "b" / str(i)).write_text("x")
+    assert quota.check() == "workspace_files"
+
+
+def test_a_symlink_to_a_big_directory_outside_is_one_entry_and_never_walked(quota: Quota, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for i in range(50):
+        (outside / str(i)).write_bytes(b"x" * 100_000)
+    (tmp_path / "ws" / "d").mkdir()
+    os.rename(tmp_path / "ws" / "d", tmp_path / "ws" / "e")
+    (tmp_path / "ws" / "d").symlink_to("../outside")
+    assert quota.check() is None
+    assert quota.entries == 2
+
+
+def test_a_deleted_file_is_no_longer_charged(quota: Quota, tmp_path: Path) -> None:
+    (tmp_path / "ws" / "a").write_bytes(b"x" * 600_000)
+    assert quota.check() is None
+    (tmp_path / "ws" / "a").unlink()
+    assert quota.check() is None
+    assert quota.bytes == 0
+
+
+def test_a_file_deleted_while_open_is_charged_while_it_grows(quota: Quota, tmp_path: Path) -> None:
+    with open(tmp_path / "ws" / "hidden", "wb") as file:
+        os.unlink(tmp_path / "ws" / "hidden")
+        file.write(b"x" * 100)
+        file.flush()
+        quota.check()
+        file.write(b"x" * 2_000_000)
+        file.flush()
+        assert quota.check() == "workspace_bytes"
+    assert quota.check() is None
