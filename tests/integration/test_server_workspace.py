@@ -323,3 +323,28 @@ def test_sessions_can_be_turned_off(runtime: Runtime, state: Path) -> None:
 
     refused = _stdio(runtime, state, "auto", body, "--max-sessions", "0")
     assert refused.code == -32602 and "sessions are turned off" in refused.message
+
+
+def test_serve_skills_mounts_a_read_only_directory_that_every_run_imports_from(runtime: Runtime, tmp_path: Path) -> None:
+    skills = tmp_path / "skills"
+    skills.mkdir()
+    (skills / "greet.py").write_text('"""Say hello."""\n\ndef hello(name):\n    return f"hello {name}"\n')
+    code = """
+from codemode import discovery
+import skills.greet
+try:
+    open('/skills/mine.py', 'w').write('x = 1')
+    wrote = True
+except OSError:
+    wrote = False
+result = [skills.greet.hello('you'), discovery.list_skills(), wrote]
+"""
+
+    async def body(client: Client) -> Any:
+        plain, _ = await _call(client, code)
+        in_session, _ = await _call(client, code, session=True)
+        return plain, in_session
+
+    plain, in_session = _stdio(runtime, tmp_path, "auto", body, "--skills", str(skills))
+    assert data_of(plain) == data_of(in_session) == ["hello you", [{"name": "greet", "doc": "Say hello."}], False]
+    assert sorted(p.name for p in skills.iterdir()) == ["greet.py"]
