@@ -325,7 +325,7 @@ def test_sessions_can_be_turned_off(runtime: Runtime, state: Path) -> None:
     assert refused.code == -32602 and "sessions are turned off" in refused.message
 
 
-def test_serve_skills_mounts_a_read_only_directory_that_every_run_imports_from(runtime: Runtime, tmp_path: Path) -> None:
+def test_serve_skills_mounts_a_read_only_directory_every_run_imports_from(runtime: Runtime, tmp_path: Path) -> None:
     skills = tmp_path / "skills"
     skills.mkdir()
     (skills / "greet.py").write_text('"""Say hello."""\n\ndef hello(name):\n    return f"hello {name}"\n')

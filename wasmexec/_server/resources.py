@@ -98,7 +98,7 @@ class ArtifactResources:
     def page(self, caller: str | None, cursor: str | None) -> ListResourcesResult:
         """A page of the caller's live artifacts (nothing for a caller that cannot be told apart)."""
         kept = self.store.list(self._runs_of(caller)) if caller is not None else []
-        start = int(cursor) if cursor is not None and cursor.isdigit() else 0
+        start = int(cursor) if cursor is not None and re.fullmatch("[0-9]{1,9}", cursor) else 0
         page = kept[start : start + PAGE_SIZE]
         resources = [Resource(name=a.path, uri=artifact_uri(a.run_id, a.path), mime_type=a.mime_type, size=a.size)
                      for a in page]  # fmt: skip

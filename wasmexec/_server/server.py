@@ -172,7 +172,8 @@ class RunPythonServer:
 
     async def list_resources(self, ctx: Context, params: PaginatedRequestParams | None) -> ListResourcesResult:
         """The caller's artifacts that retention still keeps."""
-        return self.resources.page(caller_key(ctx), params.cursor if params is not None else None)
+        cursor = params.cursor if params is not None else None
+        return await anyio.to_thread.run_sync(self.resources.page, caller_key(ctx), cursor)
 
     async def read_resource(self, ctx: Context, params: ReadResourceRequestParams) -> ReadResourceResult:
         """One of the caller's artifacts (-32602 for any other URI)."""
@@ -189,8 +190,8 @@ class RunPythonServer:
             run.answer(_approved(params.input_responses or {}))
             return await self._drive(ctx, run)
         job = self.arguments(params.arguments or {})
-        try:
-            session = self._session(job, caller)
+        try:  # on a worker thread: reserving may first remove expired sessions' files
+            session = await anyio.to_thread.run_sync(self._session, job, caller)
         except UnknownSession as exc:
             raise MCPError(INVALID_PARAMS, f"run_python: {exc}") from None
         except SessionError as exc:  # busy, or the server's caps: the call may work later
