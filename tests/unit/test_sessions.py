@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,3 +155,17 @@ def test_a_run_stopped_by_the_host_did_not_finish_but_an_uncaught_exception_did(
     assert guest_finished(result())  # type: ignore[arg-type]
     for code in ("SANDBOX_LIMIT", "SANDBOX_TRAP", "BLOCKING_WAIT", "INTERNAL_ERROR"):
         assert not guest_finished(result("UNCAUGHT_EXCEPTION", code))  # type: ignore[arg-type]
+
+
+def test_the_reaper_removes_an_expired_session_without_any_call(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "s", ttl_s=0.2, reaper=True)
+    session = store.create(None)
+    store.finish(session, None, keep=False)
+    directory = store.root / session.id
+    try:
+        deadline = time.monotonic() + 10
+        while directory.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not directory.exists() and len(store) == 0
+    finally:
+        store.close()

@@ -147,6 +147,7 @@ class RunPythonServer:
                 ttl_s=options.session_ttl_s,
                 max_sessions=options.max_sessions,
                 max_bytes=options.max_session_bytes,
+                reaper=True,
             )
 
     def close(self) -> None:

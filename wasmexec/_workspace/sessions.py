@@ -45,6 +45,8 @@ DEFAULT_SESSION_TTL_S = 30 * 60.0
 DEFAULT_MAX_SESSIONS = 100
 #: Bytes all sessions of one server may hold together.
 DEFAULT_MAX_SESSION_BYTES = 1024 * 1024 * 1024
+#: How often the reaper looks for expired sessions, at most (more often for a short TTL).
+REAP_EVERY_S = 60.0
 #: A walk of a session's files stops after this many entries (the workspace file limit's ceiling is lower).
 MAX_SESSION_ENTRIES = 1_000_000
 
@@ -95,6 +97,7 @@ class SessionStore:
         max_sessions: int = DEFAULT_MAX_SESSIONS,
         max_bytes: int = DEFAULT_MAX_SESSION_BYTES,
         timer: Callable[[], float] = time.monotonic,
+        reaper: bool = False,
     ) -> None:
         """
         Args:
@@ -104,6 +107,8 @@ class SessionStore:
             max_bytes: bytes of all sessions together; a run that would pass it keeps its files only
                 until the end of that run (its result says so).
             timer: the clock of `ttl_s` (injectable for tests).
+            reaper: also remove expired sessions from a background thread (else only when the store
+                is used), so an idle server does not keep their files.
         """
         self.root = Path(root)
         self.ttl_s = ttl_s
@@ -113,8 +118,15 @@ class SessionStore:
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
         self._closed = False
+        self._stop = threading.Event()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._remove_abandoned()
+        if reaper:
+            threading.Thread(target=self._reap, name="wasmexec-sessions", daemon=True).start()
+
+    def _reap(self) -> None:
+        while not self._stop.wait(min(max(self.ttl_s / 2, 1.0), REAP_EVERY_S)):
+            self.expire()
 
     # -- making and finding sessions -----------------------------------------------------------
     def create(self, owner: str | None) -> Session:
@@ -234,6 +246,7 @@ class SessionStore:
 
     def close(self) -> None:
         """Removes every session that is not in the middle of a run. Idempotent."""
+        self._stop.set()
         with self._lock:
             self._closed = True
             sessions = [s for s in self._sessions.values() if s.busy.acquire(blocking=False)]
