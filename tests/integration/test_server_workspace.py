@@ -13,6 +13,7 @@ import anyio
 import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.types import EmbeddedResource, ImageContent, ResourceLink, TextResourceContents
 
 from tests.helpers import data_of, diagnostic, free_port, limit_of, listening
@@ -348,3 +349,26 @@ result = [skills.greet.hello('you'), discovery.list_skills(), wrote]
     plain, in_session = _stdio(runtime, tmp_path, "auto", body, "--skills", str(skills))
     assert data_of(plain) == data_of(in_session) == ["hello you", [{"name": "greet", "doc": "Say hello."}], False]
     assert sorted(p.name for p in skills.iterdir()) == ["greet.py"]
+
+
+def test_a_sessions_directory_that_cannot_be_made_turns_sessions_off_with_a_warning(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "state"
+    blocker.write_text("a file where the state directory should be")
+    errors = tmp_path / "stderr.txt"
+
+    async def body(client: Client) -> Any:
+        plain, _ = await _call(client, "result = 1")
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("run_python", {"code": "1", "session": True})
+        return plain, caught.value
+
+    async def main() -> Any:
+        with anyio.fail_after(120), errors.open("w") as errlog:
+            async with Client(stdio_client(_params(runtime, blocker), errlog=errlog), mode="auto") as client:
+                return await body(client)
+
+    plain, refused = anyio.run(main)
+    assert data_of(plain) == 1 and "sessions are turned off" in refused.message
+    assert "warning: sessions are off: cannot use" in errors.read_text()

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     import socket
 
     from wasmexec._limits import Limits
+    from wasmexec._sandbox.sandbox import Sandbox
     from wasmexec._server.server import RunPythonServer, ServeOptions
+    from wasmexec._tools.broker import Broker
 
 #: The loopback address: serving beyond this machine is a deliberate choice (--host).
 DEFAULT_HOST = "127.0.0.1"
@@ -87,7 +89,6 @@ def add_serve_parser(commands: Any) -> None:
 def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import Sandbox
-    from wasmexec._server.server import RunPythonServer
     from wasmexec._toolhost import NoTools
 
     limits, config, policy, audit = (
@@ -109,7 +110,7 @@ def command_serve(args: argparse.Namespace) -> int:
             sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
                               redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
                               skills=skills_from_args(args))  # fmt: skip
-            server = RunPythonServer(sandbox, _serve_options(args, limits), broker)
+            server = _server(sandbox, _serve_options(args, limits), broker)
             stack.callback(server.close)
             if listener is not None:
                 _serve_http(server, listener, args.host, args.port)
@@ -127,6 +128,19 @@ def command_serve(args: argparse.Namespace) -> int:
 
 
 _terminated = False
+
+
+def _server(sandbox: Sandbox, options: ServeOptions, broker: Broker | None) -> RunPythonServer:
+    """The MCP server; without sessions (and a warning) when their directory cannot be used."""
+    from dataclasses import replace
+
+    from wasmexec._server.server import RunPythonServer
+
+    try:
+        return RunPythonServer(sandbox, options, broker)
+    except OSError as exc:
+        print(f"warning: sessions are off: cannot use {options.sessions_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return RunPythonServer(sandbox, replace(options, sessions_dir=None), broker)
 
 
 def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:

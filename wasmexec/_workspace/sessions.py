@@ -146,12 +146,15 @@ class SessionStore:
                 raise SessionError("the sessions on this server hold all the bytes it allows; "
                                    "reuse a session_id, or wait until idle sessions expire")  # fmt: skip
             session_id = secrets.token_urlsafe(32)
-            directory = self.root / session_id
-            directory.mkdir(mode=0o700)
-            session = Session(session_id, owner, directory, last_used=self._timer())
-            session.lock_fd = _hold(directory / "lock")
-            (directory / "gen-0").mkdir(mode=0o700)
-            os.symlink("gen-0", directory / "current")
+            session = Session(session_id, owner, self.root / session_id, last_used=self._timer())
+            try:
+                session.directory.mkdir(mode=0o700)
+                session.lock_fd = _hold(session.directory / "lock")
+                (session.directory / "gen-0").mkdir(mode=0o700)
+                os.symlink("gen-0", session.directory / "current")
+            except OSError as exc:  # a full or read-only disk: the call fails, the server goes on
+                _remove(session)
+                raise SessionError(f"cannot make a session on this server: {exc.strerror or exc}") from None
             session.busy.acquire()
             self._sessions[session_id] = session
         return session
