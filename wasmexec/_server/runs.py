@@ -123,7 +123,8 @@ class ServerRun:
         if not finished:
             notes.append({"severity": "warning", "code": "SESSION_UNCHANGED", "message":
                           "The run was stopped, so the session keeps the files it had before this run.",
-                          "hint": "Files the code wrote in this run are still listed as artifacts."})  # fmt: skip
+                          "hint": "What this run wrote is only in its artifacts, if it has any; rerun the "
+                                  "work within the limits to keep it in the session."})  # fmt: skip
         if warning is not None:
             notes.append({"severity": "warning", "code": "SESSION_UNCHANGED", "message": warning,
                           "hint": "Delete files the session no longer needs."})  # fmt: skip
