@@ -22,6 +22,7 @@ from wasmexec._sandbox.report import GuestReport, parse_report
 from wasmexec._sandbox.result import ResultBuilder, host_error_result
 from wasmexec._sandbox.runtime import Prepared, Runtime
 from wasmexec._toolhost import ToolHost
+from wasmexec._workspace.workspace import InputError
 
 if TYPE_CHECKING:
     from wasmexec._workspace.workspace import RunWorkspace
@@ -49,6 +50,8 @@ def execute(
     image = runtime.sandbox_image
     try:
         return _run(prepared, image, code, limits, redactor, state, workspace)
+    except InputError:
+        raise  # the caller's inputs, not the host, failed: a clear error for the caller
     except Exception as exc:
         return host_error_result(state, exc, image), 0
 

@@ -211,7 +211,8 @@ class Sandbox:
 
         Raises:
             ValueError: a `files` path is not relative (absolute, ``..``, empty parts), a file to
-                copy is missing, `workspace` or `skills` is not a directory.
+                copy is missing, `workspace` or `skills` is not a directory, or (in place) an input
+                cannot be written because a symlink or file the code left is in the way.
             TypeError: `files` is not a mapping of str to bytes, str or a path.
 
         Ctrl-C: on the main thread, while SIGINT has Python's default handler, a SIGINT

@@ -15,6 +15,7 @@ import queue
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,9 @@ class RunDirPool:
         self._spares = spares
         self._ready: list[RunDir] = []
         self._lock = threading.Lock()
-        self._work: queue.SimpleQueue[RunDir | threading.Event | None] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[tuple[RunDir, Callable[[], None] | None] | threading.Event | None] = (
+            queue.SimpleQueue()
+        )
         self._reaper: threading.Thread | None = None
         self._counter = 0
 
@@ -59,11 +62,15 @@ class RunDirPool:
         self._work.put(None)  # make a spare to replace it
         return ready
 
-    def release(self, run_dir: RunDir) -> None:
-        """Removes `run_dir` soon, on the reaper thread (everything in it, symlinks never followed)."""
+    def release(self, run_dir: RunDir, first: Callable[[], None] | None = None) -> None:
+        """Removes `run_dir` soon, on the reaper thread (everything in it, symlinks never followed).
+
+        `first` runs there before the removal: slow cleanup that must not delay the run's result
+        (closing an inotify instance waits for the kernel, 8 ms and more).
+        """
         with self._lock:
             self._start_reaper()
-        self._work.put(run_dir)
+        self._work.put((run_dir, first))
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
         """Waits until every directory released so far is removed; False on timeout."""
@@ -91,7 +98,10 @@ class RunDirPool:
                 continue
             try:
                 if item is not None:
-                    shutil.rmtree(item.root, ignore_errors=True)  # fd-based: never follows a guest's symlink
+                    run_dir, first = item
+                    if first is not None:
+                        first()
+                    shutil.rmtree(run_dir.root, ignore_errors=True)  # fd-based: never follows a guest's symlink
                 with self._lock:
                     missing = self._spares - len(self._ready)
                 for _ in range(missing):

@@ -37,6 +37,10 @@ GUEST_TMP = "/tmp"
 GUEST_SKILLS = "/skills"
 
 
+class InputError(ValueError):
+    """An input file could not be written into the workspace (something the guest left is in the way)."""
+
+
 @dataclass(frozen=True)
 class Inputs:
     """Input files, checked: relative paths split into parts, and their total size."""
@@ -128,8 +132,9 @@ class RunWorkspace:
         """Makes the directories, copies the inputs in, starts the quota; a limit the inputs already pass.
 
         Raises:
-            OSError: a directory could not be made, an input could not be copied, or the
-                in-place workspace is not a directory.
+            InputError: an input could not be written (in an in-place workspace, a symlink or a file
+                where a directory should be); nothing outside the workspace is ever touched.
+            OSError: a directory could not be made (a full disk).
         """
         if self.inputs.total_bytes > self.limits.workspace_bytes:
             return "workspace_bytes"
@@ -139,10 +144,15 @@ class RunWorkspace:
         self._root_fd = safefs.open_root(self.directory)
         self._tmp_fd = safefs.open_root(self.run_dir.tmp)
         for parts, content in self.inputs.files:
-            if isinstance(content, Path):
-                safefs.copy_in(self._root_fd, parts, content)
-            else:
-                safefs.write_bytes(self._root_fd, parts, content)
+            try:
+                if isinstance(content, Path):
+                    safefs.copy_in(self._root_fd, parts, content)
+                else:
+                    safefs.write_bytes(self._root_fd, parts, content)
+            except OSError as exc:
+                name, why = "/".join(parts), exc.strerror or exc
+                raise InputError(f"files: cannot write {name!r} into the workspace ({why}; a symlink "
+                                 "or a file where a directory should be is never followed)") from None  # fmt: skip
         self._quota = Quota([self._root_fd, self._tmp_fd], self.limits.workspace_bytes, self.limits.workspace_files)
         reason = self._quota.start()
         if reason is None:
@@ -189,14 +199,14 @@ class RunWorkspace:
         return None, found, usage.symlinks
 
     def release(self) -> None:
-        """Closes descriptors and hands the run directory to the reaper (idempotent)."""
-        if self._quota is not None:
-            self._quota.close()
-            self._quota = None
+        """Closes descriptors and hands the run directory (and the quota's slow close) to the reaper. Idempotent."""
+        quota, self._quota = self._quota, None
         for fd in (self._root_fd, self._tmp_fd):
             if fd >= 0:
                 os.close(fd)
         self._root_fd = self._tmp_fd = -1
         if self.run_dir is not None:
-            self.pool.release(self.run_dir)
+            self.pool.release(self.run_dir, quota.close if quota is not None else None)
             self.run_dir = None
+        elif quota is not None:
+            quota.close()

@@ -1,0 +1,91 @@
+"""Write floods in /workspace and /tmp stop at the workspace limits, during the run, and leave the host clean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import limit_of
+from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._workspace.pool import default_pool
+
+MIB = 1024 * 1024
+#: A flood that were not stopped would write until the timeout (gigabytes); one that is stopped
+#: overshoots the cap by one epoch tick of writing (a few MiB). This bound tells the two apart
+#: with a wide margin for a slow, loaded machine.
+OVERSHOOT_BOUND = 96 * MIB
+
+FLOODS = {
+    "one big file": ("workspace_bytes", "f = open('big', 'wb')\nwhile True: f.write(b'0' * 1048576)"),
+    "appends in a loop": (
+        "workspace_bytes", "while True:\n    with open('log', 'ab') as f: f.write(b'0' * 65536)"),
+    "many small files": ("workspace_files", "i = 0\nwhile True:\n    open(f'f{i}', 'w').write('x')\n    i += 1"),
+    "files across new directories": (
+        "workspace_files",
+        "import os\ni = 0\nwhile True:\n    os.makedirs(f'd{i}/e', exist_ok=True)\n"
+        "    open(f'd{i}/e/x', 'w').write('1')\n    i += 1",
+    ),
+    "a sparse file": ("workspace_bytes", "f = open('sparse', 'wb')\nf.seek(10**12)\nf.write(b'x')\nf.close()"),
+    "truncate": ("workspace_bytes", "f = open('t', 'wb')\nf.truncate(10**12)\nf.close()"),
+    "one pwrite": (
+        "workspace_bytes",
+        "import os\nfd = os.open('p', os.O_WRONLY | os.O_CREAT)\nos.pwrite(fd, b'0' * (24 * 1048576), 0)",
+    ),
+    "/tmp": ("workspace_bytes", "f = open('/tmp/big', 'wb')\nwhile True: f.write(b'0' * 65536)"),
+    "a file deleted while open": (
+        "workspace_bytes", "import os\nf = open('gone', 'wb')\nos.unlink('gone')\nwhile True: f.write(b'0' * 65536)"),
+    "a temporary file": (
+        "workspace_bytes", "import tempfile\nf = tempfile.TemporaryFile()\nwhile True: f.write(b'0' * 65536)"),
+    "a rename loop": (
+        "workspace_bytes",
+        "import os\ni = 0\nwhile True:\n    open('n', 'wb').write(b'0' * 65536)\n"
+        "    os.rename('n', f'r{i}')\n    i += 1",
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture
+def sandbox(runtime: Runtime) -> Sandbox:
+    return Sandbox(Limits(timeout_ms=20_000, workspace_mb=8, workspace_files=200), runtime=runtime)
+
+
+def _files_under(directory: Path) -> list[Path]:
+    return [path for path in directory.rglob("*") if not path.is_dir()]
+
+
+@pytest.mark.parametrize("flood", sorted(FLOODS))
+def test_a_flood_fails_with_the_workspace_limit_and_leaves_nothing_on_the_host(sandbox: Sandbox, flood: str) -> None:
+    limit, code = FLOODS[flood]
+    result = sandbox.run_sync(code)
+    assert limit_of(result) == limit
+    assert result["artifacts"] == []  # nothing over the limit is hashed or kept
+    assert default_pool().wait_idle()
+    assert _files_under(default_pool().base) == []
+
+
+@pytest.mark.parametrize("flood", ["one big file", "appends in a loop", "/tmp"])
+def test_a_flood_is_stopped_during_the_run_near_the_cap(runtime: Runtime, tmp_path: Path, flood: str) -> None:
+    sandbox = Sandbox(Limits(timeout_ms=20_000, workspace_mb=16), runtime=runtime)
+    code = FLOODS[flood][1].replace("/tmp/big", "big")  # in place, so the bytes can be measured afterwards
+    result = sandbox.run_sync(code, workspace=tmp_path)
+    assert limit_of(result) == "workspace_bytes"
+    written = sum(path.stat().st_size for path in _files_under(tmp_path))
+    assert 16 * MIB < written < 16 * MIB + OVERSHOOT_BOUND
+
+
+def test_the_limit_names_the_cap_and_how_to_raise_it(sandbox: Sandbox) -> None:
+    result = sandbox.run_sync(FLOODS["one big file"][1])
+    assert "8 MiB" in result["result"]["error"]["message"]
+    assert "workspace_mb" in result["diagnostics"][-1]["hint"]
+    many = sandbox.run_sync(FLOODS["many small files"][1])
+    assert "200 entries" in many["result"]["error"]["message"]
+
+
+def test_an_in_place_workspace_already_over_the_limit_does_not_run(runtime: Runtime, tmp_path: Path) -> None:
+    for i in range(5):
+        (tmp_path / str(i)).write_text("x")
+    sandbox = Sandbox(Limits(timeout_ms=10_000, workspace_files=4), runtime=runtime)
+    result = sandbox.run_sync("print('ran')", workspace=tmp_path)
+    assert limit_of(result) == "workspace_files"
+    assert result["logs"] == []
