@@ -372,3 +372,19 @@ def test_a_sessions_directory_that_cannot_be_made_turns_sessions_off_with_a_warn
     plain, refused = anyio.run(main)
     assert data_of(plain) == 1 and "sessions are turned off" in refused.message
     assert "warning: sessions are off: cannot use" in errors.read_text()
+
+
+def test_an_input_file_a_sessions_file_is_in_the_way_of_is_refused_and_the_session_goes_on(
+    runtime: Runtime, state: Path
+) -> None:
+    async def body(client: Client) -> Any:
+        first, _ = await _call(client, "open('d', 'w').write('a file, not a directory')", session=True)
+        with pytest.raises(MCPError) as caught:
+            await client.call_tool("run_python", {"code": "1", "session_id": first["session_id"],
+                                                  "files": [{"path": "d/x.txt", "text": "1"}]})  # fmt: skip
+        after, _ = await _call(client, "result = open('d').read()", session_id=first["session_id"])
+        return caught.value, after
+
+    refused, after = _stdio(runtime, state, "auto", body)
+    assert refused.code == -32602 and "cannot write 'd/x.txt'" in refused.message
+    assert data_of(after) == "a file, not a directory"

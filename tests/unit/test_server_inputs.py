@@ -6,7 +6,7 @@ import pytest
 
 from wasmexec import Limits
 from wasmexec._server.description import MAX_INPUT_BYTES
-from wasmexec._server.inputs import InputError, decode_files
+from wasmexec._server.inputs import FilesError, decode_files
 
 
 def test_text_and_base64_entries_decode_to_bytes() -> None:
@@ -26,20 +26,20 @@ def test_text_and_base64_entries_decode_to_bytes() -> None:
     ],
 )
 def test_a_bad_entry_is_refused_with_its_index_and_reason(entry: dict[str, str], message: str) -> None:
-    with pytest.raises(InputError, match=r"files\[0\]") as caught:
+    with pytest.raises(FilesError, match=r"files\[0\]") as caught:
         decode_files([entry], Limits())
     assert message in str(caught.value)
 
 
 def test_a_path_given_twice_is_refused() -> None:
-    with pytest.raises(InputError, match="given twice"):
+    with pytest.raises(FilesError, match="given twice"):
         decode_files([{"path": "a", "text": "1"}, {"path": "a", "text": "2"}], Limits())
 
 
 def test_base64_over_the_total_is_refused_from_its_length_before_decoding() -> None:
     # Not valid base64 at all: only the length can have refused it.
     huge = "!" * (MAX_INPUT_BYTES // 3 * 4 + 8)
-    with pytest.raises(InputError, match="more than the 16777216 bytes allowed"):
+    with pytest.raises(FilesError, match="more than the 16777216 bytes allowed"):
         decode_files([{"path": "a", "base64": huge}], Limits(workspace_mb=1024))
 
 
@@ -47,10 +47,10 @@ def test_the_total_counts_every_file_and_the_workspace_limit_lowers_it() -> None
     limits = Limits(workspace_mb=1)
     half = "x" * (512 * 1024)
     decode_files([{"path": "a", "text": half}, {"path": "b", "text": half}], limits)
-    with pytest.raises(InputError, match=r"files\[2\].*1048576 bytes"):
+    with pytest.raises(FilesError, match=r"files\[2\].*1048576 bytes"):
         decode_files([{"path": "a", "text": half}, {"path": "b", "text": half}, {"path": "c", "text": "!"}], limits)
 
 
 def test_more_files_than_the_workspace_holds_are_refused() -> None:
-    with pytest.raises(InputError, match="at most 2"):
+    with pytest.raises(FilesError, match="at most 2"):
         decode_files([{"path": f"f{i}", "text": ""} for i in range(3)], Limits(workspace_files=2))

@@ -2,7 +2,7 @@
 
 Each entry is ``{path, text}`` or ``{path, base64}``. Sizes are bounded *before* decoding
 (base64 by its length, text by its character count, then its UTF-8 bytes), so a huge
-argument costs the check, not a decode. Every problem is an `InputError` whose message
+argument costs the check, not a decode. Every problem is an `FilesError` whose message
 names the entry and what is wrong with it; the server answers it with -32602.
 """
 
@@ -17,7 +17,7 @@ from wasmexec._server.description import MAX_INPUT_BYTES
 from wasmexec._workspace.safefs import split_relative
 
 
-class InputError(ValueError):
+class FilesError(ValueError):
     """An input file the server refuses (the message is shown to the client)."""
 
 
@@ -28,19 +28,19 @@ def decode_files(entries: list[dict[str, Any]], limits: Limits) -> dict[str, byt
     string `path` and optional string `text` / `base64`, nothing else).
 
     Raises:
-        InputError: a bad or repeated path, not exactly one of text/base64, invalid base64,
+        FilesError: a bad or repeated path, not exactly one of text/base64, invalid base64,
             or more bytes or files than allowed.
     """
     budget = min(MAX_INPUT_BYTES, limits.workspace_bytes)
     if len(entries) > limits.workspace_files:
-        raise InputError(f"files: {len(entries)} files, but the workspace holds at most {limits.workspace_files}")
+        raise FilesError(f"files: {len(entries)} files, but the workspace holds at most {limits.workspace_files}")
     files: dict[str, bytes] = {}
     used = 0
     for index, entry in enumerate(entries):
         where = f"files[{index}]"
         path = _path(entry["path"], where)
         if path in files:
-            raise InputError(f"{where}: path {path!r} is given twice")
+            raise FilesError(f"{where}: path {path!r} is given twice")
         data = _content(entry, where, budget - used, budget)
         used += len(data)
         files[path] = data
@@ -51,7 +51,7 @@ def _path(path: str, where: str) -> str:
     try:
         split_relative(path)
     except ValueError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise FilesError(f"{where}: {exc}") from None
     return path
 
 
@@ -61,28 +61,28 @@ def _content(entry: dict[str, Any], where: str, room: int, budget: int) -> bytes
     encoded: str | None = entry.get("base64")
     data: bytes
     if (text is None) == (encoded is None):
-        raise InputError(f"{where}: give exactly one of 'text' and 'base64'")
+        raise FilesError(f"{where}: give exactly one of 'text' and 'base64'")
     if text is not None:
         if len(text) > room:  # every character is at least one byte
             raise _too_big(where, budget)
         try:
             data = text.encode("utf-8")
         except UnicodeEncodeError:
-            raise InputError(f"{where}: 'text' is not valid Unicode (a lone surrogate); send it as 'base64'") from None
+            raise FilesError(f"{where}: 'text' is not valid Unicode (a lone surrogate); send it as 'base64'") from None
     elif encoded is not None:
         if len(encoded) // 4 * 3 > room + 3:  # the decoded size, known from the length alone
             raise _too_big(where, budget)
         try:
             data = base64.b64decode(encoded, validate=True)
         except (binascii.Error, ValueError):
-            raise InputError(f"{where}: 'base64' is not valid base64 (RFC 4648, with padding)") from None
+            raise FilesError(f"{where}: 'base64' is not valid base64 (RFC 4648, with padding)") from None
     if len(data) > room:
         raise _too_big(where, budget)
     return data
 
 
-def _too_big(where: str, budget: int) -> InputError:
-    return InputError(
+def _too_big(where: str, budget: int) -> FilesError:
+    return FilesError(
         f"{where}: the input files take more than the {budget} bytes allowed in total (at most "
         f"{MAX_INPUT_BYTES} bytes per call, and no more than the workspace limit)"
     )

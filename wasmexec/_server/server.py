@@ -56,7 +56,7 @@ from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import Sandbox
 from wasmexec._server.callers import caller_key
 from wasmexec._server.description import description, input_schema
-from wasmexec._server.inputs import InputError, decode_files
+from wasmexec._server.inputs import FilesError, decode_files
 from wasmexec._server.resources import ArtifactResources
 from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, SessionRun
 from wasmexec._toolhost import internal_error
@@ -71,6 +71,7 @@ from wasmexec._workspace.sessions import (
     SessionStore,
     UnknownSession,
 )
+from wasmexec._workspace.workspace import InputError
 
 #: The text content is for a model's context: long data and logs are cut (structuredContent is whole).
 MAX_TEXT_DATA = 8_000
@@ -219,7 +220,7 @@ class RunPythonServer:
         limits = self.options.limits.replace(**changes)
         try:
             files = decode_files(arguments.get("files", []), limits)
-        except InputError as exc:
+        except FilesError as exc:
             raise MCPError(INVALID_PARAMS, f"run_python: {exc}") from None
         session_id = arguments.get("session_id")
         if session_id is not None and arguments.get("session") is False:
@@ -262,6 +263,8 @@ class RunPythonServer:
                 raise
         if isinstance(outcome, InputRequiredResult):
             return outcome
+        if isinstance(outcome.result, InputError):  # an input file could not be written (a session's file in the way)
+            raise MCPError(INVALID_PARAMS, f"run_python: {outcome.result}")
         if isinstance(outcome.result, BaseException):  # the sandbox could not run the code at all
             raise MCPError(INTERNAL_ERROR, internal_error(outcome.result).message)
         await ctx.session.report_progress(1, 1, "done")
