@@ -388,3 +388,15 @@ def test_an_input_file_a_sessions_file_is_in_the_way_of_is_refused_and_the_sessi
     refused, after = _stdio(runtime, state, "auto", body)
     assert refused.code == -32602 and "cannot write 'd/x.txt'" in refused.message
     assert data_of(after) == "a file, not a directory"
+
+
+def test_a_session_outlives_a_server_restart(runtime: Runtime, tmp_path: Path) -> None:
+    async def first(client: Client) -> str:
+        made, _ = await _call(client, "open('notes.txt', 'w').write('from the first server')", session=True)
+        return str(made["session_id"])
+
+    async def second(client: Client) -> Any:
+        return (await _call(client, "result = open('notes.txt').read()", session_id=session_id))[0]
+
+    session_id = _stdio(runtime, tmp_path, "auto", first)  # the client closes stdin: that server stops
+    assert data_of(_stdio(runtime, tmp_path, "auto", second)) == "from the first server"

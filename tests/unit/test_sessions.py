@@ -53,7 +53,7 @@ def test_a_finished_run_commits_a_new_generation_and_a_stopped_one_changes_nothi
     _run(store, session.id, "me", {"a.txt": b"half-writ"}, keep=False)  # stopped mid-write
     assert _files(store, session.id) == {"a.txt": b"one", "d/b.txt": b"two"}
     directory = store.root / session.id
-    assert sorted(p.name for p in directory.iterdir()) == ["current", "gen-2", "lock"]  # no run copies left
+    assert sorted(p.name for p in directory.iterdir()) == ["current", "gen-2", "lock", "owner"]  # no run copies
 
 
 def test_a_run_works_in_a_copy_so_writing_the_copy_leaves_the_session_alone(store: SessionStore) -> None:
@@ -135,16 +135,46 @@ def test_a_run_that_would_pass_the_byte_cap_keeps_the_earlier_files(store: Sessi
     assert _files(store, session.id) == {"a": b"1"}
 
 
-def test_sessions_of_a_dead_server_are_removed_at_start_but_a_live_ones_are_not(tmp_path: Path) -> None:
+def test_a_stopped_servers_sessions_are_taken_over_and_a_live_ones_are_not(tmp_path: Path) -> None:
     live = SessionStore(tmp_path / "s")
-    kept = live.create(None)
-    live.finish(kept, None, keep=False)
-    dead = tmp_path / "s" / ("A" * 43)
-    (dead / "run-0123").mkdir(parents=True)
-    SessionStore(tmp_path / "s")  # another server starting on the same directory
-    assert not dead.exists() and (tmp_path / "s" / kept.id / "current").is_symlink()
-    live.close()
-    assert not (tmp_path / "s" / kept.id).exists()
+    held = live.create("me")
+    live.finish(held, None, keep=False)
+    old = SessionStore(tmp_path / "s")
+    assert len(old) == 0  # the live server's session is not taken
+    session = old.create("stdio")
+    workspace = old.checkout(session)
+    (workspace / "a.txt").write_text("kept")
+    old.finish(session, workspace, keep=True)
+    stale = old.checkout(old.acquire(session.id, "stdio"))  # a run in the middle when the server stopped
+    (stale / "a.txt").write_text("half")
+    os.symlink("gen-9", tmp_path / "s" / session.id / "current.new")  # and in the middle of a swap
+    old.close()
+    os.close(session.lock_fd)  # the server dies: its lock goes with it
+    new = SessionStore(tmp_path / "s")
+    try:
+        assert len(new) == 1
+        with pytest.raises(UnknownSession):
+            new.acquire(session.id, "someone else")
+        taken = new.acquire(session.id, "stdio")
+        assert (new.checkout(taken) / "a.txt").read_text() == "kept" and not stale.exists()
+        assert not (tmp_path / "s" / session.id / "current.new").is_symlink()
+        new.finish(taken, None, keep=False)
+    finally:
+        new.close()
+        live.close()
+
+
+def test_broken_or_expired_sessions_are_removed_when_a_server_starts(tmp_path: Path) -> None:
+    broken = tmp_path / "s" / ("A" * 43)
+    (broken / "run-0123").mkdir(parents=True)
+    old = SessionStore(tmp_path / "s")
+    expired = old.create(None)
+    old.finish(expired, None, keep=False)
+    old.close()
+    os.utime(expired.directory / "current", (0, 0), follow_symlinks=False)
+    new = SessionStore(tmp_path / "s", ttl_s=60)
+    assert len(new) == 0 and not broken.exists() and not expired.directory.exists()
+    new.close()
 
 
 def test_a_run_stopped_by_the_host_did_not_finish_but_an_uncaught_exception_did() -> None:

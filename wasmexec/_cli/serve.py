@@ -3,9 +3,10 @@
 Over HTTP the socket is bound before anything says "serving": a port that is taken
 (or not allowed, or a host that does not resolve) is a one-line error and exit 4.
 
-Sessions keep their files under the user state dir (``sessions/``, one directory each)
-for as long as the server runs; `--session-ttl`, `--max-sessions` and `--sessions-mb`
-bound them, and `--max-sessions 0` turns them off.
+Sessions keep their files under the user state dir (``sessions/``, one directory each);
+they outlive the server (the next one takes them over) until their idle TTL passes.
+`--session-ttl`, `--max-sessions` and `--sessions-mb` bound them, and `--max-sessions 0`
+turns them off.
 """
 
 from __future__ import annotations

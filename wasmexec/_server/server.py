@@ -124,7 +124,7 @@ def render_text(result: RunResult) -> str:
 
 
 class RunPythonServer:
-    """The MCP server. Owns its sessions (`close` removes them); borrows a Sandbox (and its broker, artifacts)."""
+    """The MCP server. Owns its sessions (`close` lets go of them); borrows a Sandbox (and its broker, artifacts)."""
 
     def __init__(self, sandbox: Sandbox, options: ServeOptions | None = None, broker: Broker | None = None) -> None:
         self.sandbox = sandbox
@@ -152,7 +152,7 @@ class RunPythonServer:
             )
 
     def close(self) -> None:
-        """Removes the sessions (they last as long as the server). Idempotent."""
+        """Lets go of the sessions (their files stay for the next server on the directory). Idempotent."""
         if self.sessions is not None:
             self.sessions.close()
 

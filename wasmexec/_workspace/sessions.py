@@ -4,7 +4,8 @@ A session is a directory ``<root>/<session_id>/``::
 
     gen-N/        the committed files (what the next run starts from)
     current       a symlink to gen-N, swapped by rename (atomic)
-    run-<run_id>/ a run's private copy of gen-N: the run works here
+    run-<id>/     a run's private copy of gen-N: the run works here
+    owner         the caller it belongs to (a digest, never a raw session id or token)
     lock          flock-ed while a server process holds the session
 
 A run works in a copy of the current generation. When the guest finished (it returned, or
@@ -15,10 +16,11 @@ one run to the next (the host never follows one; the guest cannot make one that 
 
 Each run is still a fresh interpreter: only files persist. Two runs of one session never
 overlap: the second is refused with a retryable `SessionBusy` (waiting would hold a
-request open for as long as the first run takes). Sessions expire after an idle TTL, and
-their number and total bytes are capped. They last as long as the server process: at
-start-up a store removes the session directories no live process holds (their `lock` is
-free), with their stale ``run-*`` copies.
+request open for as long as the first run takes). Sessions expire after an idle TTL (from
+the last run's end), and their number and total bytes are capped. They outlive the server
+process: a store starting on the directory takes over every session no live process
+holds (its `lock` is free), keeps its current generation and removes its stale ``run-*``
+copies; an expired or broken one is removed. Several servers may share the directory.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ MAX_SESSION_ENTRIES = 1_000_000
 #: `secrets.token_urlsafe(32)`: 43 characters of the URL-safe base64 alphabet.
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{43}")
 _GENERATION = re.compile(r"gen-([0-9]{1,18})")
+#: What `wasmexec._server.callers.caller_key` returns (None is stored as an empty file).
+_OWNER = re.compile(r"stdio|[a-z-]{1,20}:[0-9a-f]{32}")
 
 
 class SessionError(Exception):
@@ -120,7 +124,7 @@ class SessionStore:
         self._closed = False
         self._stop = threading.Event()
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._remove_abandoned()
+        self._take_over()
         if reaper:
             threading.Thread(target=self._reap, name="wasmexec-sessions", daemon=True).start()
 
@@ -150,6 +154,7 @@ class SessionStore:
             try:
                 session.directory.mkdir(mode=0o700)
                 session.lock_fd = _hold(session.directory / "lock")
+                (session.directory / "owner").write_text(owner or "")
                 (session.directory / "gen-0").mkdir(mode=0o700)
                 os.symlink("gen-0", session.directory / "current")
             except OSError as exc:  # a full or read-only disk: the call fails, the server goes on
@@ -210,6 +215,10 @@ class SessionStore:
         finally:
             with self._lock:
                 session.last_used = self._timer()
+            try:  # the idle time on disk, for a server that takes the session over
+                os.utime(session.directory / "current", follow_symlinks=False)
+            except OSError:
+                pass
             session.busy.release()
         return warning
 
@@ -248,7 +257,7 @@ class SessionStore:
             _remove(session)
 
     def close(self) -> None:
-        """Removes every session that is not in the middle of a run. Idempotent."""
+        """Lets go of the sessions (their files stay for the next server to take over). Idempotent."""
         self._stop.set()
         with self._lock:
             self._closed = True
@@ -256,25 +265,50 @@ class SessionStore:
             for session in sessions:
                 del self._sessions[session.id]
         for session in sessions:
-            _remove(session)
+            _let_go(session)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._sessions)
 
-    def _remove_abandoned(self) -> None:
-        """Removes session directories that no live process holds (left by a server that died)."""
+    def _take_over(self) -> None:
+        """Takes over the sessions no live process holds (see the module); removes expired or broken ones."""
         for entry in os.scandir(self.root):
             if not (_SESSION_ID.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False)):
                 continue
             try:
                 fd = _hold(Path(entry.path) / "lock")
-            except BlockingIOError:
-                continue  # a live server's session
-            try:
+            except OSError:
+                continue  # a live server's session (BlockingIOError), or not ours to touch
+            session = self._adopted(Path(entry.path), fd)
+            if session is None:
                 shutil.rmtree(entry.path, ignore_errors=True)
-            finally:
                 os.close(fd)
+            else:
+                self._sessions[session.id] = session
+
+    def _adopted(self, directory: Path, lock_fd: int) -> Session | None:
+        """The session in `directory` cleaned up to its current generation; None if expired, broken or over a cap."""
+        try:
+            generation = _GENERATION.fullmatch(os.readlink(directory / "current"))
+            idle = time.time() - os.lstat(directory / "current").st_mtime
+            owner = (directory / "owner").read_text(encoding="ascii")[:100]
+        except (OSError, UnicodeDecodeError):
+            return None
+        fits = len(self._sessions) < self.max_sessions and idle <= self.ttl_s
+        if generation is None or not fits or not (owner == "" or _OWNER.fullmatch(owner)):
+            return None
+        keep = {"lock", "owner", "current", generation[0]}
+        for child in os.scandir(directory):
+            if child.name not in keep:  # stale run copies, an old generation, a half-made swap
+                _remove_path(Path(child.path))
+        fd = safefs.open_root(directory / generation[0])
+        try:
+            size = survey(fd, MAX_SESSION_ENTRIES).bytes
+        finally:
+            os.close(fd)
+        last_used = self._timer() - max(idle, 0.0)
+        return Session(directory.name, owner or None, directory, int(generation[1]), last_used, size, lock_fd=lock_fd)
 
 
 def _hold(path: Path) -> int:
@@ -290,9 +324,21 @@ def _hold(path: Path) -> int:
 
 def _remove(session: Session) -> None:
     shutil.rmtree(session.directory, ignore_errors=True)  # rmtree never follows symlinks (fd-based on Linux)
+    _let_go(session)
+
+
+def _let_go(session: Session) -> None:
+    """Releases the session's flock (closing the descriptor), so another server may take it over."""
     if session.lock_fd >= 0:
         os.close(session.lock_fd)
         session.lock_fd = -1
+
+
+def _remove_path(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _remove_symlinks(workspace: Path) -> None:
