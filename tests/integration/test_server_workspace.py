@@ -185,14 +185,16 @@ def test_oversized_or_bad_input_files_are_refused_before_any_run(runtime: Runtim
 @pytest.mark.parametrize("mode", MODES)
 def test_a_session_carries_files_but_not_variables_to_the_next_call(runtime: Runtime, state: Path, mode: str) -> None:
     async def body(client: Client) -> Any:
-        first, content = await _call(client, "open('notes.txt', 'w').write('kept')\nx = 42\nresult = 1", session=True)
+        first, content = await _call(client, "open('notes.txt', 'w').write('kept')\nx = 42\nresult = 1", session=True,
+                                     files=[{"path": "given.txt", "text": "an input"}])  # fmt: skip
         session_id = first["session_id"]
-        second, _ = await _call(client, "result = [open('notes.txt').read(), 'x' in globals()]", session_id=session_id)
+        code = "result = [open('notes.txt').read(), open('given.txt').read(), 'x' in globals()]"
+        second, _ = await _call(client, code, session_id=session_id)
         return first, content, second
 
     first, content, second = _stdio(runtime, state, mode, body)
     assert len(first["session_id"]) == 43 and first["session_id"] in content[0].text
-    assert data_of(second) == ["kept", False] and second["session_id"] == first["session_id"]
+    assert data_of(second) == ["kept", "an input", False] and second["session_id"] == first["session_id"]
 
 
 def test_skills_saved_in_a_session_import_in_its_later_runs(runtime: Runtime, state: Path) -> None:

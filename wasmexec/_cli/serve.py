@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 from contextlib import ExitStack
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -66,7 +67,10 @@ def add_serve_parser(commands: Any) -> None:
     serve.add_argument("--port", type=int_option(1, MAX_PORT), default=DEFAULT_PORT, metavar="PORT",
                        help=f"HTTP port (default {DEFAULT_PORT}; 1 to {MAX_PORT})")  # fmt: skip
     add_run_options(serve, ceilings=True)
-    sessions = serve.add_argument_group("sessions (run_python with session: true keeps /workspace between calls)")
+    sessions = serve.add_argument_group(
+        "sessions (run_python with session: true keeps /workspace between calls)",
+        f"Each session's files are in {_sessions_dir()} (moves with XDG_STATE_HOME) and outlive the server.",
+    )
     sessions.add_argument(
         "--session-ttl",
         type=int_option(1),
@@ -144,12 +148,17 @@ def _server(sandbox: Sandbox, options: ServeOptions, broker: Broker | None) -> R
         return RunPythonServer(sandbox, replace(options, sessions_dir=None), broker)
 
 
+def _sessions_dir() -> Path:
+    """Beside the audit log and the servers' log, in the user state dir."""
+    return server_log_path().with_name("sessions")
+
+
 def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:
     from wasmexec._server.server import ServeOptions
 
     return ServeOptions(
         limits=limits,
-        sessions_dir=server_log_path().with_name("sessions") if args.max_sessions > 0 else None,
+        sessions_dir=_sessions_dir() if args.max_sessions > 0 else None,
         session_ttl_s=float(args.session_ttl),
         max_sessions=args.max_sessions,
         max_session_bytes=args.sessions_mb * _MIB,
