@@ -17,7 +17,8 @@ def quota(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Quota]:
     (tmp_path / "ws").mkdir()
     (tmp_path / "tmp").mkdir()
     roots = [safefs.open_root(tmp_path / "ws"), safefs.open_root(tmp_path / "tmp")]
-    quota = Quota(roots, max_bytes=1 << 20, max_entries=20)
+    # A walk on every check, however slow (a loaded machine would otherwise space the walks out).
+    quota = Quota(roots, max_bytes=1 << 20, max_entries=20, scan_budget_s=float("inf"))
     assert quota.start() is None
     if request.param == "scan":
         quota.close()  # what happens without inotify: every check walks the roots
@@ -95,3 +96,18 @@ def test_a_file_deleted_while_open_is_charged_while_it_grows(quota: Quota, tmp_p
         file.flush()
         assert quota.check() == "workspace_bytes"
     assert quota.check() is None
+
+
+def test_without_inotify_slow_walks_are_spaced_out(tmp_path: Path) -> None:
+    roots = [safefs.open_root(tmp_path)]
+    quota = Quota(roots, max_bytes=1, max_entries=10, scan_budget_s=1e-6)  # every walk is "slow"
+    try:
+        assert quota.start() is None
+        quota.close()
+        assert quota.check() is None  # the first walk: the next ones are spaced out
+        (tmp_path / "big").write_bytes(b"x" * 10)
+        verdicts = [quota.check() for _ in range(1000)]
+        assert verdicts[0] is None
+        assert "workspace_bytes" in verdicts
+    finally:
+        os.close(roots[0])

@@ -111,3 +111,24 @@ def test_a_walk_never_follows_a_symlink_and_stops_one_past_its_cap(tmp_path: Pat
         assert len(list(safefs.walk(root, 1))) == 2
     finally:
         os.close(root)
+
+
+def test_copy_tree_copies_files_and_directories_and_skips_symlinks(tmp_path: Path) -> None:
+    source, target, outside = tmp_path / "src", tmp_path / "dst", tmp_path / "outside"
+    (source / "d" / "e").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret").write_text("s")
+    (source / "d" / "e" / "f.txt").write_text("data")
+    (source / "top.bin").write_bytes(b"\x00")
+    (source / "d" / "out").symlink_to("../../outside")
+    (source / "dangling").symlink_to("../nowhere")
+    target.mkdir()
+    src_fd, dst_fd = safefs.open_root(source), safefs.open_root(target)
+    try:
+        assert safefs.copy_tree(src_fd, dst_fd, 100) == 2
+    finally:
+        os.close(src_fd)
+        os.close(dst_fd)
+    copied = sorted(str(path.relative_to(target)) for path in target.rglob("*"))
+    assert copied == ["d", "d/e", "d/e/f.txt", "top.bin"]
+    assert (target / "d" / "e" / "f.txt").read_text() == "data"

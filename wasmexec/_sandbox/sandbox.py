@@ -109,6 +109,7 @@ class Sandbox:
         self.audit = audit
         self.skills = _existing_dir("skills", skills)
         self.artifacts = artifact_store if artifact_store is not None else ArtifactStore()
+        self._owns_store = artifact_store is None
         self.workspaces = workspaces
         self._closed = False
 
@@ -137,8 +138,10 @@ class Sandbox:
         self.runtime.prepare(self.limits.fuel is not None)
 
     def close(self) -> None:
-        """Refuses further runs. Idempotent."""
+        """Refuses further runs and drops the artifacts it kept (unless the store was given). Idempotent."""
         self._closed = True
+        if self._owns_store:
+            self.artifacts.close()
 
     async def run(
         self,

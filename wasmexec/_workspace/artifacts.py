@@ -73,15 +73,27 @@ def survey(root_fd: int, max_entries: int) -> Usage:
 
 
 def changed(before: dict[tuple[str, ...], Signature], after: Usage) -> list[tuple[str, ...]]:
-    """Paths of regular files that are new or differ from `before`, sorted; one path per inode."""
+    """Paths of regular files that are new or differ from `before`, sorted; one path per inode.
+
+    A name that is not UTF-8 (possible only in a workspace the host filled) cannot be named in
+    the JSON result and is left out.
+    """
     seen: set[int] = set()
     paths = []
     for path in sorted(after.files):
         sig = after.files[path]
-        if before.get(path) != sig and sig[0] not in seen:
+        if before.get(path) != sig and sig[0] not in seen and _is_utf8(path):
             seen.add(sig[0])
             paths.append(path)
     return paths
+
+
+def _is_utf8(path: tuple[str, ...]) -> bool:
+    try:
+        "/".join(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def describe(root_fd: int, path: tuple[str, ...], expected: Signature) -> Artifact | None:

@@ -52,8 +52,17 @@ class Quota:
     `check` is called from the epoch deadline callback, on the run's thread: it never raises.
     """
 
-    def __init__(self, roots: Sequence[int], max_bytes: int, max_entries: int) -> None:
+    def __init__(
+        self, roots: Sequence[int], max_bytes: int, max_entries: int, scan_budget_s: float = SCAN_BUDGET_S
+    ) -> None:
+        """
+        Args:
+            roots: descriptors of the directories to count (kept open by the caller).
+            max_bytes: the byte limit; max_entries: the entry limit.
+            scan_budget_s: without inotify, a walk slower than this spaces the next walks out.
+        """
         self._roots = list(roots)
+        self._scan_budget_s = scan_budget_s
         self.max_bytes = max_bytes
         self.max_entries = max_entries
         self._tree_bytes = 0
@@ -67,7 +76,6 @@ class Quota:
         self._look_for_orphans = False
         self._watcher: Inotify | None = None
         self._skip = 0
-        self._every = 1
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> StopReason | None:
@@ -114,7 +122,7 @@ class Quota:
                 self._rescan()
                 self._find_orphans()  # no events name a deleted file here: look every time
                 cost = time.perf_counter() - began
-                self._skip = 0 if cost <= SCAN_BUDGET_S else int(cost / SCAN_BUDGET_S)
+                self._skip = 0 if cost <= self._scan_budget_s else int(cost / self._scan_budget_s)
             if self._orphans:
                 self._refresh_orphans()
             return self._verdict()

@@ -206,3 +206,30 @@ def walk(
 def charge(info: os.stat_result) -> int:
     """Bytes an entry is charged: its size or its blocks, whichever is larger (a sparse file by its size)."""
     return max(info.st_size, info.st_blocks * 512)
+
+
+def copy_tree(source_fd: int, target_fd: int, max_entries: int) -> int:
+    """Copies the regular files and directories below `source_fd` into `target_fd` (which should be empty).
+
+    Symlinks and anything else that is not a file or directory are skipped, never followed
+    (returns how many were skipped); hard links become separate files. Stops after
+    `max_entries + 1` entries: check the source's size first (for example with a quota walk).
+    For copy-on-run generations of a persistent workspace.
+    """
+    skipped = 0
+    for path, info in walk(source_fd, max_entries):
+        if stat.S_ISDIR(info.st_mode):
+            with opened_dir(target_fd, path, create=True):
+                pass
+        elif stat.S_ISREG(info.st_mode):
+            try:
+                with opened_file(source_fd, path) as (fd, _), _created(target_fd, path, replace=False) as out:
+                    while chunk := os.read(fd, CHUNK_BYTES):
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[os.write(out, view) :]
+            except OSError:
+                skipped += 1  # swapped for a symlink since the walk saw it
+        else:
+            skipped += 1
+    return skipped
