@@ -194,7 +194,7 @@ class SessionStore:
         source_fd = safefs.open_root(source)
         target_fd = safefs.open_root(target)
         try:
-            _copy_tree(source_fd, target_fd)
+            safefs.copy_tree(source_fd, target_fd, MAX_SESSION_ENTRIES)
         finally:
             os.close(source_fd)
             os.close(target_fd)
@@ -354,37 +354,6 @@ def _remove_symlinks(workspace: Path) -> None:
                 pass
     finally:
         os.close(fd)
-
-
-def _copy_tree(source_fd: int, target_fd: int) -> None:
-    """Copies directories and regular files (not symlinks) from `source_fd` to the empty `target_fd`."""
-    for path, info in safefs.walk(source_fd, MAX_SESSION_ENTRIES):
-        try:
-            if stat.S_ISDIR(info.st_mode):
-                with safefs.opened_dir(target_fd, path, create=True):
-                    pass
-            elif stat.S_ISREG(info.st_mode):
-                _copy_file(source_fd, target_fd, path)
-        except OSError:
-            continue  # changed under the walk (nothing else writes a committed generation): skip it
-
-
-def _copy_file(source_fd: int, target_fd: int, path: tuple[str, ...]) -> None:
-    with (
-        safefs.opened_file(source_fd, path) as (src, info),
-        safefs.opened_dir(target_fd, path[:-1], create=True) as parent,
-    ):
-        out = os.open(path[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                      dir_fd=parent)  # fmt: skip
-        try:
-            left = info.st_size
-            while left > 0 and (chunk := os.read(src, min(safefs.CHUNK_BYTES, left))):
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view) :]
-                left -= len(chunk)
-        finally:
-            os.close(out)
 
 
 #: Diagnostics that mean the host stopped the guest (a limit, the deadline, a cancel, a crash).
