@@ -138,6 +138,8 @@ class RunResult(TypedDict):
     tool_trace: list[ToolTraceEntry]
     artifacts: list[Artifact]
     """Files the run created or changed in /workspace, sorted by path (empty without a workspace)."""
+    session_id: NotRequired[str]
+    """The session the run worked in (`wasmexec serve` with ``session: true`` or a ``session_id``)."""
 
 
 #: Characters that JSON allows raw in strings but line-based readers split on (Python's

@@ -5,6 +5,11 @@ Over HTTP the socket is bound before anything says "serving": a port that is tak
 The HTTP app also answers ``GET /healthz`` and ``GET /metrics``, refuses new runs with
 503 when full, and checks ``Host``/``Origin`` against loopback plus the names given
 with ``--allowed-host``/``--allowed-origin`` (`wasmexec._server.http_app`).
+
+Sessions keep their files under the user state dir (``sessions/``, one directory each);
+they outlive the server (the next one takes them over) until their idle TTL passes.
+`--session-ttl`, `--max-sessions` and `--sessions-mb` bound them, and `--max-sessions 0`
+turns them off.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import os
 import signal
 import sys
 from contextlib import ExitStack
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -30,13 +36,18 @@ from wasmexec._cli.options import (
     open_audit,
     opened_broker,
     runtime_from_args,
+    server_log_path,
     skills_from_args,
 )
+from wasmexec._workspace.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
 
 if TYPE_CHECKING:
     import socket
 
-    from wasmexec._server.server import RunPythonServer
+    from wasmexec._limits import Limits
+    from wasmexec._sandbox.sandbox import Sandbox
+    from wasmexec._server.server import RunPythonServer, ServeOptions
+    from wasmexec._tools.broker import Broker
 
 #: The loopback address: serving beyond this machine is a deliberate choice (--host).
 DEFAULT_HOST = "127.0.0.1"
@@ -49,6 +60,7 @@ LISTEN_BACKLOG = 2048
 DEFAULT_MAX_CONCURRENT_RUNS = 8
 DEFAULT_MAX_QUEUED_RUNS = 16
 MAX_RUNS = 1024
+_MIB = 1024 * 1024
 
 
 def add_serve_parser(commands: Any) -> None:
@@ -76,13 +88,33 @@ def add_serve_parser(commands: Any) -> None:
     proxy.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
                        help="also accept this Origin header (e.g. https://app.example.com); repeatable")  # fmt: skip
     add_run_options(serve, ceilings=True)
+    sessions = serve.add_argument_group(
+        "sessions (run_python with session: true keeps /workspace between calls)",
+        f"Each session's files are in {_sessions_dir()} (moves with XDG_STATE_HOME) and outlive the server.",
+    )
+    sessions.add_argument(
+        "--session-ttl",
+        type=int_option(1),
+        default=int(DEFAULT_SESSION_TTL_S),
+        metavar="SECONDS",
+        help=f"remove a session unused for this long (default {int(DEFAULT_SESSION_TTL_S)})",
+    )
+    sessions.add_argument(
+        "--max-sessions",
+        type=int_option(0),
+        default=DEFAULT_MAX_SESSIONS,
+        metavar="N",
+        help=f"sessions at once; 0 turns sessions off (default {DEFAULT_MAX_SESSIONS})",
+    )
+    sessions.add_argument("--sessions-mb", type=int_option(1), default=DEFAULT_MAX_SESSION_BYTES // _MIB,
+                          metavar="N", help="MiB all sessions may hold together "
+                          f"(default {DEFAULT_MAX_SESSION_BYTES // _MIB})")  # fmt: skip
     serve.set_defaults(handler=command_serve, parser=serve)
 
 
 def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import Sandbox
-    from wasmexec._server.server import RunPythonServer, ServeOptions
     from wasmexec._toolhost import NoTools
 
     allowed_hosts, allowed_origins = _allowed_names(args)
@@ -105,9 +137,8 @@ def command_serve(args: argparse.Namespace) -> int:
             sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
                               redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
                               max_concurrent_runs=args.max_concurrent_runs, skills=skills_from_args(args))  # fmt: skip
-            options = ServeOptions(limits=limits, max_concurrent_runs=args.max_concurrent_runs,
-                                   max_queued_runs=args.max_queued_runs)  # fmt: skip
-            server = RunPythonServer(sandbox, options, broker)
+            server = _server(sandbox, _serve_options(args, limits), broker)
+            stack.callback(server.close)
             if listener is not None:
                 _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins)
             else:
@@ -124,6 +155,38 @@ def command_serve(args: argparse.Namespace) -> int:
 
 
 _terminated = False
+
+
+def _server(sandbox: Sandbox, options: ServeOptions, broker: Broker | None) -> RunPythonServer:
+    """The MCP server; without sessions (and a warning) when their directory cannot be used."""
+    from dataclasses import replace
+
+    from wasmexec._server.server import RunPythonServer
+
+    try:
+        return RunPythonServer(sandbox, options, broker)
+    except OSError as exc:
+        print(f"warning: sessions are off: cannot use {options.sessions_dir}: {exc.strerror or exc}", file=sys.stderr)
+        return RunPythonServer(sandbox, replace(options, sessions_dir=None), broker)
+
+
+def _sessions_dir() -> Path:
+    """Beside the audit log and the servers' log, in the user state dir."""
+    return server_log_path().with_name("sessions")
+
+
+def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:
+    from wasmexec._server.server import ServeOptions
+
+    return ServeOptions(
+        limits=limits,
+        sessions_dir=_sessions_dir() if args.max_sessions > 0 else None,
+        session_ttl_s=float(args.session_ttl),
+        max_sessions=args.max_sessions,
+        max_session_bytes=args.sessions_mb * _MIB,
+        max_concurrent_runs=args.max_concurrent_runs,
+        max_queued_runs=args.max_queued_runs,
+    )
 
 
 async def _serve_stdio(server: RunPythonServer) -> None:

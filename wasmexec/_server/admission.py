@@ -76,9 +76,21 @@ class Ticket:
 
     def __init__(self, admission: Admission) -> None:
         self._admission = admission
+        self._settled = False
+
+    def cancel(self) -> None:
+        """Gives the place back: the run will never start (its request failed or was cancelled first)."""
+        with self._admission._lock:
+            if not self._settled:
+                self._settled = True
+                self._admission.queued -= 1
 
     def __enter__(self) -> Ticket:
         admission = self._admission
+        with admission._lock:
+            if self._settled:
+                raise RuntimeError("a cancelled ticket cannot run")
+            self._settled = True
         admission._slots.acquire()
         with admission._lock:
             admission.queued -= 1

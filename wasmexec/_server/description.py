@@ -20,6 +20,15 @@ MAX_SERVER_ID_CHARS = 256
 #: A request for less is surely a mistake: the interpreter needs about 20 MiB to start
 #: (measured: `result = 1` fails at 16 MiB and runs at 24 MiB).
 MIN_MEMORY_MB = 16
+#: Input files of one call, decoded, in total: files are inputs to a script, and a JSON-RPC message that carries
+#: them whole (as base64, a third larger) must stay reasonable. Streamable HTTP also caps a request at 4 MiB.
+MAX_INPUT_BYTES = 16 * 1024 * 1024
+#: Input files of one call: a handful is normal; the workspace's file limit applies as well.
+MAX_INPUT_FILES = 1000
+#: A session id is `secrets.token_urlsafe(32)`: 43 characters; anything much longer is not one of ours.
+MAX_SESSION_ID_CHARS = 128
+#: The header that carries `session_id` over 2026-era HTTP (`Mcp-Param-Session-Id`), so a proxy can route on it.
+SESSION_ID_HEADER = "Session-Id"
 #: Tool descriptions are read by models: sizes in the units people use.
 _KIB, _MIB = 1024, 1024 * 1024
 
@@ -32,6 +41,8 @@ def description(ceilings: Limits) -> str:
         tool_calls=ceilings.max_tool_calls,
         stdout=_size(ceilings.max_stdout_bytes),
         result=_size(ceilings.max_result_bytes),
+        workspace=_size(ceilings.workspace_bytes),
+        workspace_files=ceilings.workspace_files,
     )
 
 
@@ -43,8 +54,8 @@ def _size(count: int) -> str:
 
 
 _DESCRIPTION = """\
-Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. No network, files or \
-processes; only the standard library (json, re, datetime, zoneinfo, collections, itertools, math, \
+Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. No network or processes; \
+only the standard library (json, re, datetime, zoneinfo, collections, itertools, math, \
 statistics, decimal, csv, textwrap, difflib, hashlib, base64, gzip, asyncio, …). socket, \
 subprocess, threading, ctypes, sqlite3, bz2, lzma and third-party packages do not exist.
 
@@ -66,6 +77,11 @@ block as str, else the whole result dict; raw=True returns the whole MCP result 
 structuredContent, isError}}) instead, without raising on isError. Return data by assigning \
 `result = ...` (or end with an expression); print() goes to logs.
 
+Files: the code runs in /workspace; `files` puts inputs there. Files it writes come back as artifacts \
+(result.artifacts, MCP resources; small images and text inline). `session: true` keeps /workspace for \
+later calls that pass the returned session_id (files persist, variables do not); \
+/workspace/skills/*.py and /skills/*.py import as skills.<name>.
+
 Errors (from codemode.errors, each with .hint): SchemaValidationError (bad arguments; .errors has \
 JSON pointers and an example), ToolNotFoundError / ServerNotFoundError (with suggestions), \
 ToolCallError (the tool failed), ApprovalDeniedError (the user or policy refused: do not retry), \
@@ -74,11 +90,21 @@ servers). A failing script still returns a result: read result.error and diagnos
 (code, message, hint, line).
 
 Limits (also the most a call may ask for with timeout_ms, memory_mb and max_tool_calls): {timeout} \
-wall clock, {memory} memory, {tool_calls} tool calls, {stdout} of stdout, {result} result. Keep results small: \
+wall clock, {memory} memory, {tool_calls} tool calls, {stdout} of stdout, {result} result, {workspace} and \
+{workspace_files} files in /workspace. Keep results small: \
 filter and aggregate inside the sandbox instead of returning raw data."""
 
 #: The description with the default limits (what `wasmexec serve` without limit options lists).
 DESCRIPTION = description(Limits())
+
+
+#: One input file: its path relative to /workspace, and its content as text or as base64 (exactly one of them).
+_INPUT_FILE: dict[str, Any] = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}, "text": {"type": "string"}, "base64": {"type": "string"}},
+    "required": ["path"],
+    "additionalProperties": False,
+}
 
 
 def input_schema(ceilings: Limits) -> dict[str, Any]:
@@ -100,6 +126,13 @@ def input_schema(ceilings: Limits) -> dict[str, Any]:
             "servers": {"type": "array", "items": {"type": "string", "maxLength": MAX_SERVER_ID_CHARS},
                         "maxItems": MAX_SERVERS,
                         "description": "Server ids the code will use: connected before it starts."},
+            "files": {"type": "array", "maxItems": MAX_INPUT_FILES, "items": _INPUT_FILE,
+                      "description": f"Input files for /workspace, {{path, text}} or {{path, base64}}; "
+                                     f"at most {_size(MAX_INPUT_BYTES)} in total."},
+            "session": {"type": "boolean", "description": "Keep /workspace for later calls (returns session_id)."},
+            # A plain string (never nullable): 2026-era clients drop a tool whose x-mcp-header property is not.
+            "session_id": {"type": "string", "maxLength": MAX_SESSION_ID_CHARS, "x-mcp-header": SESSION_ID_HEADER,
+                           "description": "Run in this session's /workspace."},
         },
         "required": ["code"],
         "additionalProperties": False,

@@ -15,14 +15,16 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from wasmexec._envelope import RunResult
+from wasmexec._envelope import Diagnostic, RunResult
 from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.streaming import OutputStream
+from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
 PAUSE_GRACE_S = 60.0
@@ -42,49 +44,101 @@ class Done:
     result: RunResult | BaseException
 
 
+@dataclass(frozen=True)
+class Job:
+    """What one `run_python` call asked for, checked."""
+
+    code: str
+    limits: Limits
+    servers: list[str] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)
+    new_session: bool = False
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionRun:
+    """The session a run works in (reserved for it until the run ends)."""
+
+    store: SessionStore
+    session: Session
+
+
 class ServerRun:
     """One run on its own thread, exchanging events with the requests that drive it."""
 
     def __init__(
         self,
         sandbox: Sandbox,
-        code: str,
-        limits: Limits,
+        job: Job,
         *,
-        session_key: int,
+        caller: str | None,
         warnings: list[str],
         can_ask: bool,
         ticket: Ticket | None = None,
+        session: SessionRun | None = None,
     ) -> None:
-        self.session_key = session_key
+        self.caller = caller
         self.warnings = warnings
+        self.session = session
         self.control = RunControl()
         self.output = OutputStream(sandbox.redactor)
         """Printed output not yet streamed to the client."""
         self._ticket = ticket if ticket is not None else own_slot()
-        self.expires = time.monotonic() + limits.timeout_ms / 1000 + PAUSE_GRACE_S
+        self.expires = time.monotonic() + job.limits.timeout_ms / 1000 + PAUSE_GRACE_S
         self._events: queue.Queue[Approval | Done] = queue.Queue()
         self._answers: queue.Queue[bool] = queue.Queue()
         self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
-        self._thread = threading.Thread(target=self._work, args=(sandbox, code, limits), daemon=True,
-                                        name="wasmexec-run")  # fmt: skip
-        self._deadline = time.monotonic() + limits.timeout_ms / 1000
+        self._thread = threading.Thread(target=self._work, args=(sandbox, job), daemon=True, name="wasmexec-run")
+        self._deadline = time.monotonic() + job.limits.timeout_ms / 1000
 
     def start(self) -> None:
         self._thread.start()
 
-    def _work(self, sandbox: Sandbox, code: str, limits: Limits) -> None:
+    def _work(self, sandbox: Sandbox, job: Job) -> None:
         approver = self._approve if self._can_ask else None  # None: such calls are denied with a hint
         result: RunResult | BaseException
         with self._ticket:  # queued until a run slot is free (`wasmexec._server.admission`)
+            workspace: Path | None = None
             try:
-                result = sandbox.run_sync(code, limits, approver=approver, progress=self._progress,
-                                          control=self.control, on_output=self.output.feed)  # fmt: skip
+                if self.session is not None:
+                    workspace = self.session.store.checkout(self.session.session)
+                result = sandbox.run_sync(job.code, job.limits, approver=approver, progress=self._progress,
+                                          control=self.control, on_output=self.output.feed, files=job.files,
+                                          workspace=workspace)  # fmt: skip
             except BaseException as exc:  # reported to the request, never lost in a thread
                 result = exc
+            finally:
+                if self.session is not None:
+                    result = self._end_session(self.session, workspace, result)
         self._ticket.record(result)
         self._events.put(Done(result))
+
+    @staticmethod
+    def _end_session(
+        run: SessionRun, workspace: Path | None, result: RunResult | BaseException
+    ) -> RunResult | BaseException:
+        """Keeps the run's files in the session if the guest finished, else keeps the session as it was."""
+        finished = not isinstance(result, BaseException) and guest_finished(result)
+        try:
+            warning = run.store.finish(run.session, workspace, keep=finished)
+        except OSError as exc:
+            warning = f"the files of this run could not be kept in the session: {exc.strerror or exc}"
+        if isinstance(result, BaseException):
+            return result
+        result["session_id"] = run.session.id
+        notes: list[Diagnostic] = []
+        if not finished:
+            notes.append({"severity": "warning", "code": "SESSION_UNCHANGED", "message":
+                          "The run was stopped, so the session keeps the files it had before this run.",
+                          "hint": "What this run wrote is only in its artifacts, if it has any; rerun the "
+                                  "work within the limits to keep it in the session."})  # fmt: skip
+        if warning is not None:
+            notes.append({"severity": "warning", "code": "SESSION_UNCHANGED", "message": warning,
+                          "hint": "Delete files the session no longer needs."})  # fmt: skip
+        result["diagnostics"].extend(notes)
+        return result
 
     def _approve(self, request: dict[str, Any]) -> bool:
         """Called on the broker's thread: hands the question to the driving request, waits for the answer."""
@@ -128,10 +182,10 @@ class PausedRuns:
             self._runs[token] = run
         return token
 
-    def resume(self, token: str, session_key: int) -> ServerRun | None:
+    def resume(self, token: str, caller: str | None) -> ServerRun | None:
         with self._lock:
             run = self._runs.get(token)
-            if run is None or run.session_key != session_key:
+            if run is None or run.caller != caller:
                 return None
             del self._runs[token]
             return run

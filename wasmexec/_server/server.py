@@ -7,6 +7,12 @@ rendering of it the text content. Calls that need approval are asked of the user
 through MCP elicitation by the client that sent `run_python`; cancelling the request
 stops the run and its downstream calls; progress is reported when asked for.
 
+Files: `files` are copied into the run's /workspace; what the code writes there comes
+back as artifacts, each an MCP resource (`resources.py`) linked from the result, small
+images and text also inline. `session: true` keeps the workspace for later calls with
+the returned `session_id` (`wasmexec._workspace.sessions`). Artifacts, sessions and
+paused runs belong to the caller that made them (`callers.py`).
+
 The operator's limits are ceilings: the tool's input schema states them as each
 limit's default and maximum, and the arguments are checked against that schema (the
 one definition of what a call may send), so a call can lower a limit, never raise it.
@@ -17,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -34,8 +41,11 @@ from mcp.types import (
     ElicitRequest,
     ElicitRequestFormParams,
     InputRequiredResult,
+    ListResourcesResult,
     ListToolsResult,
     PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
     TextContent,
     Tool,
     ToolAnnotations,
@@ -45,13 +55,25 @@ from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
 from wasmexec._server.admission import DEFAULT_MAX_QUEUED_RUNS, Admission, busy_result
+from wasmexec._server.callers import caller_key
 from wasmexec._server.description import description, input_schema
-from wasmexec._server.runs import Approval, Done, PausedRuns, ServerRun
+from wasmexec._server.inputs import FilesError, decode_files
+from wasmexec._server.resources import ArtifactResources
+from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, SessionRun
 from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._toolhost import internal_error
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.validation import schema_errors
 from wasmexec._version import __version__
+from wasmexec._workspace.sessions import (
+    DEFAULT_MAX_SESSION_BYTES,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_SESSION_TTL_S,
+    SessionError,
+    SessionStore,
+    UnknownSession,
+)
+from wasmexec._workspace.workspace import InputError
 
 #: The text content is for a model's context: long data and logs are cut (structuredContent is whole).
 MAX_TEXT_DATA = 8_000
@@ -74,6 +96,14 @@ class ServeOptions:
     """Runs executing at once (`wasmexec._server.admission`)."""
     max_queued_runs: int = DEFAULT_MAX_QUEUED_RUNS
     """Runs waiting for a slot; further calls are refused as retryable (HTTP: 503)."""
+    sessions_dir: Path | None = None
+    """Where sessions keep their files (one directory each); None turns sessions off."""
+    session_ttl_s: float = DEFAULT_SESSION_TTL_S
+    """A session unused for this long is removed."""
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    """Sessions at once."""
+    max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES
+    """Bytes of all sessions together."""
 
 
 def render_text(result: RunResult) -> str:
@@ -91,6 +121,8 @@ def render_text(result: RunResult) -> str:
         line = f" (line {diagnostic['line']})" if "line" in diagnostic else ""
         hint = f" Hint: {diagnostic['hint']}" if "hint" in diagnostic else ""
         parts.append(f"[{diagnostic['severity']}] {diagnostic['code']}{line}: {diagnostic['message']}{hint}")
+    if "session_id" in result:
+        parts.append(f"session_id: {result['session_id']} (pass it to run in this session's /workspace again)")
     if result["logs"]:
         logs = "\n".join(f"{entry['level']}: {entry['message']}" for entry in result["logs"])
         parts.append("Logs:\n" + (logs if len(logs) <= MAX_TEXT_LOGS else logs[:MAX_TEXT_LOGS] + "…"))
@@ -98,7 +130,7 @@ def render_text(result: RunResult) -> str:
 
 
 class RunPythonServer:
-    """The MCP server. Owns nothing but borrows a Sandbox (and through it, the broker)."""
+    """The MCP server. Owns its sessions (`close` lets go of them); borrows a Sandbox (and its broker, artifacts)."""
 
     def __init__(self, sandbox: Sandbox, options: ServeOptions | None = None, broker: Broker | None = None) -> None:
         self.sandbox = sandbox
@@ -115,6 +147,22 @@ class RunPythonServer:
         self._paused = PausedRuns()
         self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
         self.log_levels = LogLevels()
+        self.resources = ArtifactResources(sandbox.artifacts)
+        options = self.options
+        self.sessions: SessionStore | None = None
+        if options.sessions_dir is not None:
+            self.sessions = SessionStore(
+                options.sessions_dir,
+                ttl_s=options.session_ttl_s,
+                max_sessions=options.max_sessions,
+                max_bytes=options.max_session_bytes,
+                reaper=True,
+            )
+
+    def close(self) -> None:
+        """Lets go of the sessions (their files stay for the next server on the directory). Idempotent."""
+        if self.sessions is not None:
+            self.sessions.close()
 
     def lowlevel(self) -> Server[Any]:
         """The mcp lowlevel Server with this tool."""
@@ -123,6 +171,8 @@ class RunPythonServer:
             version=__version__,
             on_list_tools=self.list_tools,
             on_call_tool=self.call_tool,
+            on_list_resources=self.list_resources,
+            on_read_resource=self.read_resource,
             get_tool_input_schema=lambda name: self.input_schema if name == TOOL_NAME else None,
             instructions="Use run_python to run Python that discovers and calls the configured tools.",
         )
@@ -132,35 +182,82 @@ class RunPythonServer:
     async def list_tools(self, ctx: Context, params: PaginatedRequestParams | None) -> ListToolsResult:
         return ListToolsResult(tools=[self.tool])
 
+    async def list_resources(self, ctx: Context, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        """The caller's artifacts that retention still keeps."""
+        cursor = params.cursor if params is not None else None
+        return await anyio.to_thread.run_sync(self.resources.page, caller_key(ctx), cursor)
+
+    async def read_resource(self, ctx: Context, params: ReadResourceRequestParams) -> ReadResourceResult:
+        """One of the caller's artifacts (-32602 for any other URI)."""
+        return await anyio.to_thread.run_sync(self.resources.read, str(params.uri), caller_key(ctx))
+
     async def call_tool(self, ctx: Context, params: CallToolRequestParams) -> CallToolResult | InputRequiredResult:
         if params.name != TOOL_NAME:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}; this server has only {TOOL_NAME!r}")
+        caller = caller_key(ctx)
         if params.request_state:
-            run = self._paused.resume(params.request_state, _session_key(ctx))
+            run = self._paused.resume(params.request_state, caller)
             if run is None:
                 raise MCPError(INVALID_PARAMS, "run_python: unknown or expired request_state; call run_python again")
             run.answer(_approved(params.input_responses or {}))
             return await self._drive(ctx, run)
-        code, limits, servers = self.arguments(params.arguments or {})
-        can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
-        warnings = await self._connect(servers)
+        job = self.arguments(params.arguments or {})
         ticket = self.admission.admit()
         if ticket is None:
             return busy_result(self.admission)
-        run = ServerRun(self.sandbox, code, limits, session_key=_session_key(ctx), warnings=warnings,
-                        can_ask=can_ask, ticket=ticket)  # fmt: skip
-        await ctx.session.report_progress(0, None, "running")
-        run.start()
+        started = False
+        try:
+            try:  # on a worker thread: reserving may first remove expired sessions' files
+                session = await anyio.to_thread.run_sync(self._session, job, caller)
+            except UnknownSession as exc:
+                raise MCPError(INVALID_PARAMS, f"run_python: {exc}") from None
+            except SessionError as exc:  # busy, or the server's caps: the call may work later
+                return CallToolResult(content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True)
+            try:
+                can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
+                warnings = await self._connect(job.servers)
+                run = ServerRun(self.sandbox, job, caller=caller, warnings=warnings, can_ask=can_ask, session=session,
+                                ticket=ticket)  # fmt: skip
+                await ctx.session.report_progress(0, None, "running")
+            except BaseException:  # cancelled before the run started: the session is free again
+                if session is not None:
+                    session.store.finish(session.session, None, keep=False)
+                raise
+            run.start()
+            started = True
+        finally:
+            if not started:  # the run never took its place in the queue: give it back
+                ticket.cancel()
         return await self._drive(ctx, run)
 
-    def arguments(self, arguments: dict[str, Any]) -> tuple[str, Limits, list[str]]:
-        """The code, limits and servers of a call, checked against the input schema (-32602 when they do not fit)."""
+    def arguments(self, arguments: dict[str, Any]) -> Job:
+        """What a call asks for, checked against the input schema and decoded (-32602 when it does not fit)."""
         errors = schema_errors(self.input_schema, arguments)
         if errors:
             raise MCPError(INVALID_PARAMS, self._explain(errors[0], arguments))
         # JSON Schema counts 2.0 as an integer; Limits wants an int.
         changes = {name: int(arguments[name]) for name in LIMIT_ARGUMENTS if name in arguments}
-        return arguments["code"], self.options.limits.replace(**changes), list(arguments.get("servers", []))
+        limits = self.options.limits.replace(**changes)
+        try:
+            files = decode_files(arguments.get("files", []), limits)
+        except FilesError as exc:
+            raise MCPError(INVALID_PARAMS, f"run_python: {exc}") from None
+        session_id = arguments.get("session_id")
+        if session_id is not None and arguments.get("session") is False:
+            raise MCPError(INVALID_PARAMS, "run_python: 'session' is false but a 'session_id' is given")
+        if (session_id is not None or arguments.get("session")) and self.sessions is None:
+            raise MCPError(INVALID_PARAMS, "run_python: sessions are turned off on this server")
+        return Job(arguments["code"], limits, list(arguments.get("servers", [])), files,
+                   new_session=arguments.get("session") is True, session_id=session_id)  # fmt: skip
+
+    def _session(self, job: Job, caller: str | None) -> SessionRun | None:
+        """The session the run works in, reserved for it (None: a fresh workspace)."""
+        store = self.sessions
+        if store is None or (job.session_id is None and not job.new_session):
+            return None
+        if job.session_id is not None:
+            return SessionRun(store, store.acquire(job.session_id, caller))
+        return SessionRun(store, store.create(caller))
 
     def _explain(self, error: dict[str, str], arguments: dict[str, Any]) -> str:
         name = error["pointer"][1:].split("/", 1)[0]
@@ -187,10 +284,12 @@ class RunPythonServer:
                 raise
         if isinstance(outcome, InputRequiredResult):
             return outcome
+        if isinstance(outcome.result, InputError):  # an input file could not be written (a session's file in the way)
+            raise MCPError(INVALID_PARAMS, f"run_python: {outcome.result}")
         if isinstance(outcome.result, BaseException):  # the sandbox could not run the code at all
             raise MCPError(INTERNAL_ERROR, internal_error(outcome.result).message)
         await ctx.session.report_progress(1, 1, "done")
-        return self._tool_result(outcome.result, run.warnings)
+        return await anyio.to_thread.run_sync(self._tool_result, outcome.result, run)
 
     async def _until_done(
         self, ctx: Context, run: ServerRun, report: Callable[[str], None]
@@ -204,13 +303,15 @@ class RunPythonServer:
             event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
         return event
 
-    def _tool_result(self, result: RunResult, warnings: list[str]) -> CallToolResult:
+    def _tool_result(self, result: RunResult, run: ServerRun) -> CallToolResult:
+        """The run result as structuredContent, a rendering for models, and its artifacts (read from disk)."""
         result["diagnostics"].extend(
             {"severity": "warning", "code": "TOOLS_UNAVAILABLE", "message": warning,
-             "hint": "The server was unavailable before the run; calls to it may fail."} for warning in warnings
+             "hint": "The server was unavailable before the run; calls to it may fail."} for warning in run.warnings
         )  # fmt: skip
-        return CallToolResult(content=[TextContent(type="text", text=render_text(result))],
-                              structured_content=dict(result))  # fmt: skip
+        self.resources.keep(result["run_id"], run.caller)
+        content = [TextContent(type="text", text=render_text(result)), *self.resources.content(result)]
+        return CallToolResult(content=content, structured_content=dict(result))
 
     def _input_required(self, run: ServerRun, request: dict[str, Any]) -> InputRequiredResult:
         """The 2026-era way to ask: pause the run and let the client retry with the answer."""
@@ -263,15 +364,3 @@ def _approved(responses: Any) -> bool:
         answer = answer.model_dump(by_alias=True, exclude_none=True)
     content = answer.get("content") or {}
     return answer.get("action") == "accept" and content.get("approve", True) is True
-
-
-def _session_key(ctx: Context) -> int:
-    """Binds a paused run to the HTTP session that started it, where there is one.
-
-    Only 2025-era streamable HTTP has sessions (the `Mcp-Session-Id` header); a stdio server
-    has one client, and the 2026-07-28 era has no sessions: there the unguessable resume
-    token alone is the capability.
-    """
-    headers = getattr(ctx.request, "headers", None)
-    session = headers.get("mcp-session-id") if headers is not None else None
-    return hash(session or "")
