@@ -117,6 +117,8 @@ class RunState:
     """Host-side problems worth telling the agent (a server down, a stale tool list)."""
     catalog: Any = None
     """The tool host's frozen view of the servers for this run."""
+    pii_vault: Any = None
+    """The run's PII tokens (`wasmexec._tools.pii.PiiVault`), made by the tool host at its first call."""
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     code_digest: str = ""
     approver: Callable[[dict[str, Any]], bool] | None = None

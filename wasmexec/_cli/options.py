@@ -30,6 +30,7 @@ from wasmexec._limits import (
     MAX_WORKSPACE_FILES,
     MAX_WORKSPACE_MB,
 )
+from wasmexec._tools.pii import PII_MODES
 
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
@@ -155,6 +156,10 @@ def add_run_options(parser: argparse.ArgumentParser, *, ceilings: bool) -> None:
     tools.add_argument("--approve", action="append", default=[], metavar="GLOB",
                        help="pre-approve calls matching a 'server.tool' glob, protocol or Python names "
                        "(repeatable)")  # fmt: skip
+    tools.add_argument("--pii", choices=PII_MODES, metavar="MODE",
+                       help="e-mails, phone numbers, cards, IBANs and SSNs in tool results: 'tokenize' (stable "
+                       "tokens the code can pass back to tools), 'redact', or 'off' (default: the policy's, "
+                       "else off)")  # fmt: skip
     add_server_stderr_option(tools)
     files = parser.add_argument_group("files")
     audit = files.add_mutually_exclusive_group()
@@ -327,7 +332,8 @@ def opened_broker(
     from wasmexec._tools.broker import Broker
 
     with _server_errlog(args.server_stderr) as errlog:
-        broker = Broker(config, cache_path=schema_cache_path(), errlog=errlog, warn=_warn, policy=policy, audit=audit)
+        broker = Broker(config, cache_path=schema_cache_path(), errlog=errlog, warn=_warn, policy=policy, audit=audit,
+                        pii=getattr(args, "pii", None))  # fmt: skip
         with broker:  # closed before the errlog: the servers it stops may still write to it
             yield broker
 

@@ -50,6 +50,7 @@ from wasmexec._tools import approval, mcp_errors
 from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
 from wasmexec._tools.config import Config, with_server_policy
 from wasmexec._tools.naming import export_names, module_names
+from wasmexec._tools.pii import PiiMode, PiiVault
 from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
 from wasmexec._tools.pool import ClientFactory, Listing, Pool, ServerUnavailable
 from wasmexec._tools.schema_cache import SchemaCache, cache_key, warn_runtime
@@ -82,6 +83,7 @@ class Broker:
         policy: Policy | None = None,
         audit: AuditLog | None = None,
         client_factory: ClientFactory | None = None,
+        pii: PiiMode | None = None,
     ) -> None:
         """
         Args:
@@ -95,6 +97,8 @@ class Broker:
             policy: allow/deny globs, approvals, rate limits (default: allow all, ask before destructive tools).
             audit: where each tool call is recorded (digests and sizes only).
             client_factory: makes each server's MCP client (default: real stdio/HTTP; tests pass in-process ones).
+            pii: PII in tool results (`wasmexec._tools.pii`): ``tokenize``, ``redact`` or ``off``; None
+                takes the policy's ``pii`` setting (off by default).
         """
         self.config = config
         self.redactor = redactor if redactor is not None else Redactor()
@@ -107,6 +111,7 @@ class Broker:
         # The servers' own pre-approved (Cline's autoApprove) and disabled tools join the policy.
         self.policy = with_server_policy(policy if policy is not None else Policy(), config)
         self.audit = audit
+        self.pii: PiiMode = pii if pii is not None else self.policy.pii
         self._rates = RateLimiter(self.policy.rate_limits)
         self.pool = Pool(config.servers, on_tools_changed=self._tools_changed, errlog=errlog or sys.stderr,
                          client_factory=client_factory, on_secret=self.redactor.add_secret)  # fmt: skip
@@ -311,11 +316,12 @@ class Broker:
     ) -> None:
         entry: ToolEntry | None = None
         try:
+            arguments = self._vault(run).restore(arguments)  # tokens the code got back become real values
             catalog = self.catalog_for(run)
             entry = catalog.tool(server_id, tool_name)
             decision = self._admit(run, entry, catalog.module_names[entry.server_id], arguments)
         except Exception as exc:
-            error = exc if isinstance(exc, HostCallError) else internal_error(exc)
+            error = self._scrubbed(run, exc if isinstance(exc, HostCallError) else internal_error(exc))
             names = (entry.server_id, entry.tool_name) if entry is not None else (server_id, tool_name)
             run.calls.refused(handle, *names, f"{error.kind}: {error.message}")
             self._audit(run, *names, arguments, outcome=error.kind, approval="not_asked")
@@ -358,7 +364,8 @@ class Broker:
             await self._wait_for_rate(call.run, call.entry)
             result = await self.pool.call_tool(call.entry.server_id, call.entry.tool_name, call.arguments,
                                                call.run.remaining())  # fmt: skip
-            text = encode_payload(self._answer(call, result), f"the result of {call.entry.tool_name}")
+            answer = self._vault(call.run).scrub(self._answer(call, result))  # the code never sees the PII
+            text = encode_payload(answer, f"the result of {call.entry.tool_name}")
             if call.shape is not None:  # written beside the answer, not before it (the file lock may wait)
                 self.pool.task_group.start_soon(anyio.to_thread.run_sync, functools.partial(
                     self.observed.store, self._key(call.entry.server_id), call.entry.tool_name, call.entry.digest,
@@ -367,7 +374,7 @@ class Broker:
             self._end(call, cancelled=True)
             raise
         except Exception as exc:
-            error = mcp_errors.to_host_error(exc, call.entry.server_id, call.entry.tool_name)
+            error = self._scrubbed(call.run, mcp_errors.to_host_error(exc, call.entry.server_id, call.entry.tool_name))
             if mcp_errors.schema_disagreement(error):
                 self._forget(call.entry.server_id)  # the next run lists its tools again
             self._end(call, error=error, cancelled=isinstance(exc, mcp_errors.DeadlineReached))
@@ -387,6 +394,20 @@ class Broker:
             call.shape = self.observed.update(self._key(call.entry.server_id), call.entry.tool_name,
                                               call.entry.digest, value)  # fmt: skip
         return whole(result) if call.raw else value
+
+    def _vault(self, run: RunState) -> PiiVault:
+        """The run's PII vault, made at its first call (every call of a run goes through this broker)."""
+        if run.pii_vault is None:
+            run.pii_vault = PiiVault(self.pii)
+        vault: PiiVault = run.pii_vault
+        return vault
+
+    def _scrubbed(self, run: RunState, error: HostCallError) -> HostCallError:
+        """`error` without PII: a tool's error text, or a schema error's received values, may quote it."""
+        vault = self._vault(run)
+        if vault.active:
+            error.message, error.hint, error.detail = vault.scrub([error.message, error.hint, error.detail])
+        return error
 
     async def _wait_for_rate(self, run: RunState, entry: ToolEntry) -> None:
         delay = self._rates.delay(entry.server_id)

@@ -15,6 +15,7 @@ numbers): phone numbers need a leading ``+`` and 8-15 digits, or the North Ameri
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable
@@ -39,8 +40,13 @@ _PHONE = (
 _KINDS: tuple[tuple[str, str], ...] = (
     ("EMAIL", _EMAIL), ("IBAN", _IBAN), ("CARD", _CARD), ("SSN", _SSN), ("PHONE", _PHONE),
 )  # fmt: skip
-_PATTERN = re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _KINDS))
 _TOKEN = re.compile(r"<(EMAIL|PHONE|CARD|IBAN|SSN)_(\d{1,9})>")
+
+
+@functools.cache
+def _pattern() -> re.Pattern[str]:
+    """Compiled on first use: the CLI imports this module to build its parser."""
+    return re.compile("|".join(f"(?P<{kind}>{pattern})" for kind, pattern in _KINDS))
 
 
 def luhn_valid(digits: str) -> bool:
@@ -108,7 +114,7 @@ class PiiVault:
     def _scrub_text(self, text: str) -> str:
         if not any(char in text for char in "@+-(0123456789") or len(text) < 6:
             return text  # nothing here can match: most strings end at this test
-        return _PATTERN.sub(self._replace, text)
+        return _pattern().sub(self._replace, text)
 
     def _replace(self, match: re.Match[str]) -> str:
         kind = match.lastgroup or "PII"

@@ -8,6 +8,7 @@ A policy file is TOML or JSON::
     approve_destructive = true              # ask before destructiveHint tools (default true)
     pre_approved = ["filesystem.write_*"]   # approved in advance, like the CLI's --approve
     max_tool_calls = 50                     # per run
+    pii = "tokenize"                        # PII in tool results: off (default), tokenize or redact
     [rate_limits]                           # calls per second, per server
     github = 5
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wasmexec._exceptions import ConfigError
+from wasmexec._tools.pii import PII_MODES, PiiMode
 
 Decision = Literal["allow", "deny", "approve", "pre_approved"]
 """allow; deny; approve (ask the user first); pre_approved (would need approval, approved in advance)."""
@@ -67,6 +69,8 @@ class Policy:
     """Server id → calls per second."""
     max_tool_calls: int | None = None
     """A per-run cap on top of the run's limits."""
+    pii: PiiMode = "off"
+    """PII in tool results: ``tokenize`` (tokens the code can pass back), ``redact``, or ``off``."""
 
     def decide(
         self,
@@ -207,6 +211,10 @@ def parse_policy(document: Any, source: str = "<policy>") -> Policy:
         if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
             raise ConfigError(f"{source}: max_tool_calls must be a non-negative integer")
         values["max_tool_calls"] = cap
+    if "pii" in document:
+        if document["pii"] not in PII_MODES:
+            raise ConfigError(f"{source}: pii must be one of {', '.join(PII_MODES)}")
+        values["pii"] = document["pii"]
     return Policy(**values)
 
 

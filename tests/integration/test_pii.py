@@ -1,0 +1,92 @@
+"""PII tokenization end to end: a real server's result reaches the code as tokens, tokens go back as values.
+
+The memory server stores what it is given in a JSONL file the test reads on the host:
+that is where the real address must arrive, while the run's result, logs and trace
+(everything returned to the model) show only the token.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import NODE_BIN, child_env
+
+EMAIL = "jane.doe@example.com"
+CARD = "4111 1111 1111 1111"
+
+CODE = f"""
+import servers.memory as memory
+await memory.create_entities(entities=[{{"name": "Jane", "entityType": "person",
+                                        "observations": ["mail {EMAIL}", "card {CARD}"]}}])
+graph = await memory.read_graph()
+seen = graph["entities"][0]["observations"]
+print("seen", seen)
+token = seen[0].split()[1]
+await memory.create_entities(entities=[{{"name": "Copy", "entityType": "note", "observations": ["to " + token]}}])
+try:
+    await memory.create_entities(entities="not a list " + token)
+except Exception as e:
+    error = str(e) + str(getattr(e, "errors", ""))
+result = {{"seen": seen, "token": token, "error": error}}
+"""
+
+
+def _run(tmp_path: Path, *options: str) -> tuple[dict[str, object], list[dict[str, object]]]:
+    store = tmp_path / "memory.jsonl"
+    config = {"mcpServers": {"memory": {"command": str(NODE_BIN / "mcp-server-memory"),
+                                        "env": {"MEMORY_FILE_PATH": str(store)}}}}  # fmt: skip
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    command = [sys.executable, "-m", "wasmexec", "run", "--config", str(tmp_path / "mcp.json"), "--no-audit"]
+    done = subprocess.run([*command, *options, "-c", CODE], capture_output=True, text=True, timeout=180,
+                          env=child_env(), check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    stored = [json.loads(line) for line in store.read_text().splitlines()]
+    return json.loads(done.stdout), stored
+
+
+def test_tokenize_hides_values_from_the_model_and_restores_them_for_tools(tmp_path: Path) -> None:
+    result, stored = _run(tmp_path, "--pii", "tokenize")
+    text = json.dumps(result)
+    assert EMAIL not in text and "4111" not in text  # result, logs, trace, errors: nothing the model sees
+    data = result["result"]["data"]  # type: ignore[index]
+    assert data["seen"] == ["mail <EMAIL_1>", "card <CARD_1>"]
+    assert data["token"] == "<EMAIL_1>"
+    copy = next(entity for entity in stored if entity.get("name") == "Copy")
+    assert copy["observations"] == [f"to {EMAIL}"]  # the tool got the real address back
+
+
+def test_redact_has_no_way_back(tmp_path: Path) -> None:
+    result, stored = _run(tmp_path, "--pii", "redact")
+    text = json.dumps(result)
+    assert EMAIL not in text and "4111" not in text
+    assert result["result"]["data"]["seen"] == ["mail <EMAIL>", "card <CARD>"]  # type: ignore[index]
+    copy = next(entity for entity in stored if entity.get("name") == "Copy")
+    assert copy["observations"] == ["to <EMAIL>"]
+
+
+def test_off_by_default(tmp_path: Path) -> None:
+    result, _ = _run(tmp_path)
+    assert result["result"]["data"]["seen"] == [f"mail {EMAIL}", f"card {CARD}"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("mode", ["tokenize"])
+def test_the_policy_file_turns_it_on(tmp_path: Path, mode: str) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"pii": mode}))
+    result, _ = _run(tmp_path, "--policy", str(policy))
+    assert result["result"]["data"]["seen"] == ["mail <EMAIL_1>", "card <CARD_1>"]  # type: ignore[index]
+
+
+def test_a_bad_mode_in_the_policy_is_a_clear_error(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps({"pii": "hide"}))
+    done = subprocess.run([sys.executable, "-m", "wasmexec", "run", "--policy", str(policy), "-c", "1"],
+                          capture_output=True, text=True, timeout=120, env=child_env(), check=False)  # fmt: skip
+    assert done.returncode != 0
+    assert "pii must be one of off, tokenize, redact" in done.stderr
+    assert "Traceback" not in done.stderr
