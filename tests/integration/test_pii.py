@@ -90,3 +90,45 @@ def test_a_bad_mode_in_the_policy_is_a_clear_error(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "pii must be one of off, tokenize, redact" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_session_keeps_its_tokens_from_one_call_to_the_next(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    store = tmp_path / "memory.jsonl"
+    config = {"mcpServers": {"memory": {"command": str(NODE_BIN / "mcp-server-memory"),
+                                        "env": {"MEMORY_FILE_PATH": str(store)}}}}  # fmt: skip
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "wasmexec", "serve", "--config", str(tmp_path / "mcp.json"), "--no-audit", "--pii", "tokenize"],
+        env=child_env(XDG_STATE_HOME=str(tmp_path / "state")),
+    )
+    first = f"""
+import servers.memory as memory
+await memory.create_entities(entities=[{{"name": "Jane", "entityType": "person", "observations": ["{EMAIL}"]}}])
+result = (await memory.read_graph())["entities"][0]["observations"][0]
+"""
+
+    async def main() -> tuple[object, object, object]:
+        with anyio.fail_after(180):
+            async with Client(params, mode="auto") as client:
+                one = (await client.call_tool("run_python", {"code": first, "session": True})).structured_content
+                assert one is not None and one["result"]["ok"], one
+                token = one["result"]["data"]
+                send = (
+                    "import servers.memory as m\nawait m.create_entities(entities=[{{'name': {!r}, "
+                    "'entityType': 'note', 'observations': [{!r}]}}])\nresult = 'sent'"
+                )
+                two = await client.call_tool("run_python", {"code": send.format("Copy", token),
+                                                            "session_id": one["session_id"]})  # fmt: skip
+                other = await client.call_tool("run_python", {"code": send.format("Other", token)})  # not its token
+                return one, two.structured_content, other.structured_content
+
+    one, two, other = anyio.run(main)
+    assert one["result"]["data"] == "<EMAIL_1>"  # type: ignore[index]
+    assert two["result"]["ok"] and other["result"]["ok"], (two, other)  # type: ignore[index]
+    notes = {e["name"]: e["observations"] for e in map(json.loads, store.read_text().splitlines()) if "name" in e}
+    assert notes["Copy"] == [EMAIL]  # the session's second run restored the first run's token
+    assert notes["Other"] == ["<EMAIL_1>"]  # a run outside the session has no such token: it stays as written

@@ -28,6 +28,8 @@ from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
 if TYPE_CHECKING:
     import anyio
 
+    from wasmexec._tools.pii import PiiVault
+
 #: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
 DEFAULT_MAX_CONCURRENT_RUNS = 8
 
@@ -198,6 +200,7 @@ class Sandbox:
         files: Mapping[str, InputValue] | None = None,
         workspace: str | os.PathLike[str] | None = None,
         skills: str | os.PathLike[str] | None = None,
+        pii_vault: PiiVault | None = None,
     ) -> RunResult:
         """Runs `code` on the calling thread and returns the run result.
 
@@ -205,6 +208,8 @@ class Sandbox:
         `progress` hears about each tool call; `control` lets another thread stop the run.
         `on_output` hears each piece of printed output, ``(level, text)``, as it is captured (within
         the output caps, unredacted; on the run thread: keep it quick and hand the text elsewhere).
+        `pii_vault` carries PII tokens over from earlier runs (a session's); by default the tool
+        host makes a fresh one per run (see `wasmexec._tools.pii`).
 
         Files: the code runs in ``/workspace`` (its working directory; ``/tmp`` is there too), by
         default a fresh private directory removed after the run. `files` copies inputs in first:
@@ -234,6 +239,7 @@ class Sandbox:
         """
         state = self._new_state(limits)
         state.approver, state.progress, state.on_output = approver, progress, on_output
+        state.pii_vault = pii_vault
         files_in = self._new_workspace(state.limits, files, workspace, skills)
         if control is not None:
             control.attach(state)

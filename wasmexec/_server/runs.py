@@ -24,6 +24,7 @@ from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.streaming import OutputStream
+from wasmexec._tools.pii import PiiVault
 from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
@@ -62,6 +63,8 @@ class SessionRun:
 
     store: SessionStore
     session: Session
+    pii_vault: PiiVault | None = None
+    """The session's PII tokens (in memory only): a token seen in one run works in the next."""
 
 
 class ServerRun:
@@ -106,7 +109,8 @@ class ServerRun:
                     workspace = self.session.store.checkout(self.session.session)
                 result = sandbox.run_sync(job.code, job.limits, approver=approver, progress=self._progress,
                                           control=self.control, on_output=self.output.feed, files=job.files,
-                                          workspace=workspace)  # fmt: skip
+                                          workspace=workspace,
+                                          pii_vault=self.session.pii_vault if self.session else None)  # fmt: skip
             except BaseException as exc:  # reported to the request, never lost in a thread
                 result = exc
             finally:

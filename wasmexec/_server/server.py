@@ -21,6 +21,7 @@ one definition of what a call may send), so a call can lower a limit, never rais
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
+from cachetools import TTLCache
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.types import (
@@ -63,6 +65,7 @@ from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, Se
 from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._toolhost import internal_error
 from wasmexec._tools.broker import Broker
+from wasmexec._tools.pii import PiiVault
 from wasmexec._tools.validation import schema_errors
 from wasmexec._version import __version__
 from wasmexec._workspace.sessions import (
@@ -148,6 +151,9 @@ class RunPythonServer:
         self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
         self.log_levels = LogLevels()
         self.resources = ArtifactResources(sandbox.artifacts)
+        # A session's PII tokens live as long as the session may (its idle TTL), in memory only.
+        self._vaults: TTLCache[str, PiiVault] = TTLCache(max(1, self.options.max_sessions), self.options.session_ttl_s)
+        self._vaults_lock = threading.Lock()
         options = self.options
         self.sessions: SessionStore | None = None
         if options.sessions_dir is not None:
@@ -255,9 +261,18 @@ class RunPythonServer:
         store = self.sessions
         if store is None or (job.session_id is None and not job.new_session):
             return None
-        if job.session_id is not None:
-            return SessionRun(store, store.acquire(job.session_id, caller))
-        return SessionRun(store, store.create(caller))
+        session = store.acquire(job.session_id, caller) if job.session_id is not None else store.create(caller)
+        return SessionRun(store, session, self._pii_vault(session.id))
+
+    def _pii_vault(self, session_id: str) -> PiiVault | None:
+        """The session's PII vault, kept in memory while the session may be used (never on disk)."""
+        if self.broker is None or self.broker.pii == "off":
+            return None
+        with self._vaults_lock:
+            vault = self._vaults.get(session_id)
+            if vault is None:
+                vault = self._vaults[session_id] = PiiVault(self.broker.pii)
+            return vault
 
     def _explain(self, error: dict[str, str], arguments: dict[str, Any]) -> str:
         name = error["pointer"][1:].split("/", 1)[0]
