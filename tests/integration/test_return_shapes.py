@@ -150,7 +150,7 @@ import servers.memory as mem
 listed = [t["tool_name"] for t in discovery.list_tools("everything", detail="name")]
 found = [r["tool_name"] for r in discovery.search_tools("environment variables", server_id="everything")["results"]]
 try:
-    ev.get_env
+    await ev.get_env()
     denied = None
 except ApprovalDeniedError as exc:
     denied = str(exc)
@@ -158,7 +158,10 @@ memory = {t["tool_name"]: t["needs_approval"] for t in discovery.list_tools("mem
 result = {"listed": listed, "found": found, "denied": denied, "memory": memory, "in_module": "get_env" in dir(ev),
           "doc": mem.delete_entities.__doc__}
 """
-    data = data_of(sandbox.run_sync(code))
+    result = sandbox.run_sync(code)
+    data = data_of(result)
+    (attempt,) = result["tool_trace"]  # calling a denied tool is an attempt: traced (and audited), refused
+    assert attempt["ok"] is False and attempt["error"].startswith("denied:")
     assert "get-env" not in data["listed"] and "echo" in data["listed"]
     assert "get-env" not in data["found"] and not data["in_module"]
     assert data["denied"] and "not allowed by the host's policy" in data["denied"]
