@@ -84,3 +84,12 @@ def test_a_lone_text_content_is_its_text_and_anything_else_the_contents() -> Non
     assert read_answer(blob) == blob
     two = [{"uri": "a", "text": "x"}, {"uri": "b", "text": "y"}]
     assert read_answer(two) == two
+
+
+def test_a_policy_glob_naming_a_resource_operation_is_not_reported_as_matching_nothing(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    policy = Policy(deny=("tools.resources/read", "tools.resources.nothing"))
+    with _broker(tmp_path, policy=policy, warnings=warnings,
+                 factory=_in_process({"tools": _resource_server()})) as broker:  # fmt: skip
+        broker.catalog(_run(broker), "list_tools", {"server_id": "tools"})
+    assert warnings == ["policy deny glob 'tools.resources.nothing' matches no tool of the configured servers"]

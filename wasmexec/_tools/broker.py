@@ -271,7 +271,7 @@ class Broker:
                 sid: self.cache.get_stale(self._key(sid)) for sid in self.config.servers if self._unmatched.wants(sid)
             }
             listings = {sid: Listing.from_json(entry.value) for sid, entry in cached.items() if entry is not None}
-        tools = {sid: export_names(tool["name"] for tool in listing.tools).items()
+        tools = {sid: [*export_names(tool["name"] for tool in listing.tools).items(), *resources.NAMES]
                  for sid, listing in listings.items() if self._unmatched.wants(sid)}  # fmt: skip
         for warning in self._unmatched.check(tools):
             self._warn(warning)

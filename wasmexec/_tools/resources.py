@@ -42,6 +42,9 @@ OPERATIONS: Final = {
     "read-resource": ("resources/read", "resources.read", _URI),
 }
 
+#: (protocol-like name, Python name) of every operation: what policy globs may name besides tools.
+NAMES: Final = [(name, export_name) for name, export_name, _ in OPERATIONS.values()]
+
 
 def entry(server_id: str, kind: str) -> ToolEntry:
     """The tool-like entry of a resource operation: what policy, validation, trace and audit see."""
