@@ -156,6 +156,7 @@ def test_raw_returns_the_whole_result_and_does_not_raise_on_is_error(tmp_path: P
         run.finish()
     whole = json.loads(str(answers["read_file", True]))
     assert whole["isError"] is False and whole["content"][0]["type"] == "text"
+    assert {"content", "structuredContent", "isError"} <= set(whole) and "resultType" not in whole
     assert json.loads(whole["content"][0]["text"])["content"] == "secret text of x"
     assert json.loads(str(answers["broken", True]))["isError"] is True
     error = answers["broken", False]

@@ -469,6 +469,7 @@ def whole(result: CallToolResult) -> dict[str, Any]:
     """The whole result in wire form: content blocks, structuredContent, isError (what ``raw=True`` gets)."""
     answer: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     answer.setdefault("isError", bool(result.is_error))
+    answer.pop("resultType", None)  # the SDK's 2026-era plumbing ("complete"), not the tool's
     return answer
 
 
