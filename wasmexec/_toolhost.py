@@ -22,6 +22,10 @@ MAX_NAME_CHARS = 256
 #: The version of the discovery API the guest speaks through any tool host (`codemode.discovery.spec_version`).
 SPEC_VERSION = "1.0"
 
+#: The WIT ``call-kind`` enum, case for case: what a started call asks of a server.
+CallKind = Literal["tool", "tool-raw", "list-resources", "list-resource-templates", "read-resource"]
+CALL_KINDS: tuple[CallKind, ...] = ("tool", "tool-raw", "list-resources", "list-resource-templates", "read-resource")
+
 #: The WIT ``error-kind`` enum, case for case.
 ErrorKind = Literal[
     "invalid-argument", "not-found", "limit-exceeded", "denied", "authentication", "unavailable", "tool-error",
@@ -52,11 +56,12 @@ class ToolHost(Protocol):
         """Answers a discovery query; raises HostCallError."""
 
     def start_call(
-        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, raw: bool = False
+        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
     ) -> None:
         """Starts a call and later reports it with `run.complete(handle, ...)`; raises HostCallError.
 
-        With `raw` the answer is the whole MCP result (isError included, not raised), else unwrapped."""
+        `kind` says what is asked (see `CallKind` and the WIT ``call-kind``): a tool's result unwrapped or
+        whole, or a resource listing or read (then `tool_name` is ignored)."""
 
     def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
         """Told about a call the sandbox refused before `start_call` (a cap, a size), to audit it like any other."""
@@ -75,7 +80,7 @@ class NoTools:
         )
 
     def start_call(
-        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, raw: bool = False
+        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
     ) -> None:
         self.catalog(run, "get_server", {"server_id": server_id})
 

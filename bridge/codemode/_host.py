@@ -12,6 +12,9 @@ from codemode import errors
 
 _MAX_WAIT_MS = 2**32 - 1
 
+#: What a started call asks of a server (the WIT ``call-kind``).
+CallKind = _wit.CallKind
+
 _ERROR_CLASSES: dict[_wit.ErrorKind, type[errors.CodemodeError]] = {
     _wit.ErrorKind.INVALID_ARGUMENT: errors.SchemaValidationError,
     _wit.ErrorKind.NOT_FOUND: errors.ToolNotFoundError,
@@ -43,12 +46,13 @@ def catalog(op: str, request: dict[str, Any]) -> Any:
         raise to_exception(err.value) from None
 
 
-def start_call(server_id: str, tool_name: str, arguments: dict[str, Any], raw: bool = False) -> int:
-    """Starts a tool call on the host and returns its handle (the result comes via `wait`).
+def start_call(server_id: str, name: str, arguments: dict[str, Any], kind: _wit.CallKind = _wit.CallKind.TOOL) -> int:
+    """Starts a call on the host and returns its handle (the answer comes via `wait`).
 
-    With `raw` the result is the whole MCP result (content, structuredContent, isError)."""
+    `kind`: a tool's result unwrapped (TOOL) or whole (TOOL_RAW: content, structuredContent,
+    isError), or a resource operation (then `name` is ignored); see the WIT ``call-kind``."""
     try:
-        return _wit.start_call(server_id, tool_name, json.dumps(arguments), raw)
+        return _wit.start_call(server_id, name, json.dumps(arguments), kind)
     except Err as err:
         raise to_exception(err.value) from None
 

@@ -9,6 +9,9 @@ A call returns the result unwrapped (structuredContent, a lone text block as a
 returns the whole MCP result instead, ``{"content": [...], "structuredContent": ...,
 "isError": bool}``, and does not raise on ``isError``; for a tool with its own
 ``raw`` parameter, ``raw=`` is the tool's.
+
+Each module also has ``resources`` (unless a tool is called that): the server's MCP
+resources, read through the same host path as tool calls.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ def make_tool_function(server_id: str, module: str, tool: dict[str, Any]) -> Any
         raw = bool(kwargs.pop(RAW, False)) if takes_raw else False
         arguments = _arguments(export_name, args, kwargs)
         loop = asyncio.get_running_loop()
-        handle = _host.start_call(server_id, tool_name, arguments, raw)
+        kind = _host.CallKind.TOOL_RAW if raw else _host.CallKind.TOOL
+        handle = _host.start_call(server_id, tool_name, arguments, kind)
         text = await loop.watch_host_call(handle)  # type: ignore[attr-defined]
         return json.loads(text)
 
@@ -84,6 +88,48 @@ def make_tool_function(server_id: str, module: str, tool: dict[str, Any]) -> Any
     call_tool.__signature__ = _signature(tool)  # type: ignore[attr-defined]
     call_tool.tool_name = tool_name  # type: ignore[attr-defined]
     return call_tool
+
+
+#: What a resource listing returns (an alias: `Resources.list` hides the builtin in the class).
+Entries = list[dict[str, Any]]
+
+
+class Resources:
+    """The MCP resources of one server; each method is a call (counted, checked and audited like one).
+
+    Example::
+
+        import servers.everything as ev
+        found = await ev.resources.list()          # [{"uri", "name", "mimeType"?, "description"?}, ...]
+        text = await ev.resources.read(found[0]["uri"])
+        shapes = await ev.resources.templates()    # [{"uriTemplate", "name", ...}]
+    """
+
+    def __init__(self, server_id: str) -> None:
+        self._server_id = server_id
+
+    def __repr__(self) -> str:
+        return f"<resources of MCP server {self._server_id!r}>"
+
+    async def _ask(self, kind: Any, arguments: dict[str, Any]) -> Any:
+        handle = _host.start_call(self._server_id, "", arguments, kind)
+        text = await asyncio.get_running_loop().watch_host_call(handle)  # type: ignore[attr-defined]
+        return json.loads(text)
+
+    async def list(self) -> Entries:
+        """Every resource the server lists (all pages): ``[{"uri", "name", "mimeType"?, ...}]``."""
+        return await self._ask(_host.CallKind.LIST_RESOURCES, {})  # type: ignore[no-any-return]
+
+    async def templates(self) -> Entries:
+        """Every resource template (all pages): ``[{"uriTemplate", "name", "description"?, ...}]``."""
+        return await self._ask(_host.CallKind.LIST_RESOURCE_TEMPLATES, {})  # type: ignore[no-any-return]
+
+    async def read(self, uri: str) -> Any:
+        """The resource at `uri`: its text when it is one text, else its contents,
+        ``[{"uri", "mimeType"?, "text" or "blob" (base64)}]``."""
+        if not isinstance(uri, str):
+            raise TypeError(f"uri must be a string, not {type(uri).__name__}")
+        return await self._ask(_host.CallKind.READ_RESOURCE, {"uri": uri})
 
 
 def build_module(description: dict[str, Any]) -> ModuleType:
@@ -103,6 +149,8 @@ def build_module(description: dict[str, Any]) -> ModuleType:
     for tool in description["tools"]:
         setattr(module, tool["export_name"], make_tool_function(description["server_id"], description["module"], tool))
         exported.append(tool["export_name"])
+    if "resources" not in exported:  # a tool of that name wins
+        module.resources = Resources(description["server_id"])  # type: ignore[attr-defined]
     module.__all__ = sorted(exported)  # type: ignore[attr-defined]
     module.__getattr__ = _missing_tool(description)  # type: ignore[method-assign]  # PEP 562 module __getattr__
     return module
@@ -112,7 +160,13 @@ def _missing_tool(description: dict[str, Any]) -> Any:
     def __getattr__(name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        _host.catalog("get_tool", {"server_id": description["server_id"], "tool_name": name})  # raises not found
+        try:
+            _host.catalog("get_tool", {"server_id": description["server_id"], "tool_name": name})  # raises
+        except errors.ApprovalDeniedError as exc:
+            # A tool the policy denies is not listed, but calling it is an attempt the host traces and
+            # audits: the function's call is refused there, with this error.
+            tool = {"tool_name": name, "export_name": name, "parameters": [], "docstring": str(exc)}
+            return make_tool_function(description["server_id"], description["module"], tool)
         raise errors.ToolNotFoundError(f"server {description['server_id']!r} has no tool {name!r}")
 
     return __getattr__

@@ -8,7 +8,10 @@
 Then call a tool as a Python function: ``import servers.github as gh; await gh.create_issue(...)``.
 
 Detail levels: ``"name"`` (tool_name, export_name), ``"description"`` (+ description,
-annotations), ``"full"`` (+ input_schema, output_schema, signature).
+annotations, needs_approval), ``"full"`` (+ input_schema, output_schema, signature,
+return_type and typed_dicts: the output schema as a TypedDict; and observed_returns, the
+shape of earlier results, for a tool without an output schema). Tools the host's policy
+denies are not listed.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def list_tools(server_id: str, detail: str = "description") -> list[dict[str, An
 
 
 def get_tool(server_id: str, tool_name: str) -> dict[str, Any]:
-    """One tool at full detail: schemas, Python ``signature`` and ``docstring``.
+    """One tool at full detail: schemas, Python ``signature``, ``return_type`` and ``docstring``.
 
     ``tool_name`` may be the protocol name or the Python name.
     Example: ``print(discovery.get_tool("github", "create_issue")["signature"])``

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import data_of
+from tests.helpers import data_of, error_of
 from tests.integration.conftest import NODE_BIN, SERVERS
 from tests.unit.test_broker import _wait_until
 from wasmexec import Limits, Runtime, Sandbox
@@ -150,7 +150,7 @@ import servers.memory as mem
 listed = [t["tool_name"] for t in discovery.list_tools("everything", detail="name")]
 found = [r["tool_name"] for r in discovery.search_tools("environment variables", server_id="everything")["results"]]
 try:
-    ev.get_env
+    await ev.get_env()
     denied = None
 except ApprovalDeniedError as exc:
     denied = str(exc)
@@ -158,9 +158,24 @@ memory = {t["tool_name"]: t["needs_approval"] for t in discovery.list_tools("mem
 result = {"listed": listed, "found": found, "denied": denied, "memory": memory, "in_module": "get_env" in dir(ev),
           "doc": mem.delete_entities.__doc__}
 """
-    data = data_of(sandbox.run_sync(code))
+    result = sandbox.run_sync(code)
+    data = data_of(result)
+    (attempt,) = result["tool_trace"]  # calling a denied tool is an attempt: traced (and audited), refused
+    assert attempt["ok"] is False and attempt["error"].startswith("denied:")
     assert "get-env" not in data["listed"] and "echo" in data["listed"]
     assert "get-env" not in data["found"] and not data["in_module"]
     assert data["denied"] and "not allowed by the host's policy" in data["denied"]
     assert data["memory"]["delete_entities"] is True and data["memory"]["read_graph"] is False
     assert "Needs approval" in data["doc"]
+
+
+def test_a_run_that_ends_on_an_unavailable_server_is_retryable_and_one_that_ends_on_bad_arguments_is_not(
+    sandbox: Sandbox,
+) -> None:
+    crashed = sandbox.run_sync("import servers.crashy as c\nawait c.crash()")
+    assert error_of(crashed)["type"] == "ToolCallError" and error_of(crashed)["retryable"] is True
+    bad = sandbox.run_sync("import servers.filesystem as fs\nawait fs.read_text_file(path=3)")
+    assert error_of(bad)["type"] == "SchemaValidationError" and error_of(bad)["retryable"] is False
+    # The guest's word is not enough: a ToolCallError raised by the code itself, after no failed call, is not.
+    forged = sandbox.run_sync("from codemode.errors import ToolCallError\nraise ToolCallError('unavailable')")
+    assert error_of(forged)["retryable"] is False

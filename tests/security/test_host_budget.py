@@ -127,6 +127,7 @@ def _raw(call: str, setup: str = "") -> str:
         "import json\n"
         "from wit_world.imports import host\n"
         "from componentize_py_types import Err\n"
+        "TOOL = host.CallKind.TOOL\n"
         f"{setup}\n"
         "try:\n"
         f"    value = {call}\n"
@@ -188,7 +189,7 @@ def test_a_search_query_under_the_request_cap_but_over_the_query_cap_is_refused(
 def test_an_80_mb_server_id_is_refused_before_any_lookup(
     runtime: Runtime, broker: Broker, host_time: list[float]
 ) -> None:
-    code = _raw("host.start_call(name, 'sleep_for', '{}', False)", setup="name = 'x' * 80_000_000")
+    code = _raw("host.start_call(name, 'sleep_for', '{}', host.CallKind.TOOL)", setup="name = 'x' * 80_000_000")
     result, elapsed, peak = _measured(
         _sandbox(runtime, broker), code, Limits(timeout_ms=ROOMY_DEADLINE_MS, memory_mb=512), host_time
     )
@@ -204,7 +205,7 @@ def test_an_80_mb_server_id_is_refused_before_any_lookup(
 def test_an_80_mb_tool_name_is_refused_before_any_lookup(
     runtime: Runtime, broker: Broker, host_time: list[float]
 ) -> None:
-    code = _raw("host.start_call('slow', name, '{}', False)", setup="name = 'sleep_fo' * 10_000_000")
+    code = _raw("host.start_call('slow', name, '{}', host.CallKind.TOOL)", setup="name = 'sleep_fo' * 10_000_000")
     result, elapsed, peak = _measured(
         _sandbox(runtime, broker), code, Limits(timeout_ms=ROOMY_DEADLINE_MS, memory_mb=512), host_time
     )
@@ -287,7 +288,7 @@ def test_thousands_of_outstanding_calls_to_a_slow_tool_are_capped(
         "started, refused = [], []\n"
         "for _ in range(3_000):\n"
         "    try:\n"
-        "        started.append(host.start_call('slow', 'sleep_for', '{\"seconds\": 30}', False))\n"
+        "        started.append(host.start_call('slow', 'sleep_for', '{\"seconds\": 30}', host.CallKind.TOOL))\n"
         "    except Err as err:\n"
         "        refused.append((err.value.kind.name, err.value.message, err.value.hint))\n"
         "result = [len(started), len(refused), refused[0] if refused else None]"
@@ -311,7 +312,7 @@ def test_a_refused_start_call_frees_its_slot(runtime: Runtime, broker: Broker) -
         "kinds = []\n"
         "for _ in range(200):\n"
         "    try:\n"
-        "        host.start_call('slow', 'no_such_tool', '{}', False)\n"
+        "        host.start_call('slow', 'no_such_tool', '{}', host.CallKind.TOOL)\n"
         "    except Err as err:\n"
         "        kinds.append(err.value.kind.name)\n"
         "result = sorted(set(kinds))"
@@ -322,7 +323,7 @@ def test_a_refused_start_call_frees_its_slot(runtime: Runtime, broker: Broker) -
 def test_arguments_that_would_hold_more_than_the_memory_limit_are_refused(
     runtime: Runtime, broker: Broker, host_time: list[float]
 ) -> None:
-    code = _raw("host.start_call('slow', 'sleep_for', json.dumps({'seconds': 0, 'pad': 'x' * 3_000_000}), False)")
+    code = _raw("host.start_call('slow', 'sleep_for', json.dumps({'seconds': 0, 'pad': 'x' * 3_000_000}), TOOL)")
     result, elapsed = _timed(_sandbox(runtime, broker), code, Limits(timeout_ms=DEADLINE_MS, memory_mb=64))
     outcome = data_of(result)
     _assert_prompt(elapsed, host_time, DEADLINE_MS)
@@ -336,7 +337,7 @@ def test_arguments_that_could_not_be_decoded_before_the_deadline_are_refused(run
         "payload = json.dumps({'seconds': 0, 'pad': [{}] * 1_300_000})\n"
         "time.sleep(max(0, 2.7 - (time.monotonic() - started)))"
     )
-    code = _raw("host.start_call('slow', 'sleep_for', payload, False)", setup="import time\n" + setup)
+    code = _raw("host.start_call('slow', 'sleep_for', payload, host.CallKind.TOOL)", setup="import time\n" + setup)
     result, elapsed = _timed(_sandbox(runtime, broker), code, Limits(timeout_ms=3_000))
     outcome = data_of(result)
     assert elapsed < 3 + SLACK_S, elapsed  # the guest's sleep is a host call too: time the whole run
@@ -350,7 +351,7 @@ def test_arguments_that_could_not_be_decoded_before_the_deadline_are_refused(run
 def test_a_few_mb_of_arguments_against_a_schema_with_patterns_end_before_the_deadline(
     runtime: Runtime, broker: Broker, host_time: list[float]
 ) -> None:
-    code = _raw("host.start_call('patterns', 'check_words', json.dumps({'words': ['A1'] * 1_000_000}), False)")
+    code = _raw("host.start_call('patterns', 'check_words', json.dumps({'words': ['A1'] * 1_000_000}), TOOL)")
     result, elapsed, peak = _measured(_sandbox(runtime, broker), code, Limits(timeout_ms=ROOMY_DEADLINE_MS), host_time)
     outcome = data_of(result)
     _assert_prompt(elapsed, host_time, ROOMY_DEADLINE_MS)
@@ -363,7 +364,7 @@ def test_many_invalid_items_against_a_real_servers_schema_end_before_the_deadlin
 ) -> None:
     # Before the fix: 100,000 failing items took 23 s to check (every error built and sorted).
     arguments = "json.dumps({'address': {'city': 'x'}, 'points': [{}] * 100_000})"
-    code = _raw(f"host.start_call('awkward', 'complex_input', {arguments}, False)")
+    code = _raw(f"host.start_call('awkward', 'complex_input', {arguments}, host.CallKind.TOOL)")
     result, elapsed, peak = _measured(_sandbox(runtime, broker), code, Limits(timeout_ms=ROOMY_DEADLINE_MS), host_time)
     outcome = data_of(result)
     _assert_prompt(elapsed, host_time, ROOMY_DEADLINE_MS)
@@ -374,7 +375,7 @@ def test_many_invalid_items_against_a_real_servers_schema_end_before_the_deadlin
 def test_a_backtracking_pattern_in_a_tool_schema_cannot_hang_the_host(
     runtime: Runtime, broker: Broker, host_time: list[float]
 ) -> None:
-    code = _raw("host.start_call('patterns', 'check_word', json.dumps({'word': 'a' * 40 + '!'}), False)")
+    code = _raw("host.start_call('patterns', 'check_word', json.dumps({'word': 'a' * 40 + '!'}), host.CallKind.TOOL)")
     result, elapsed = _timed(_sandbox(runtime, broker), code)
     outcome = data_of(result)
     _assert_prompt(elapsed, host_time)
@@ -472,7 +473,7 @@ class _InterruptingText(str):
 
 class _InterruptedAnswers(NoTools):
     def start_call(
-        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, raw: bool = False
+        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: str = "tool"
     ) -> None:
         run.complete(handle, _InterruptingText('"done"'))
 
@@ -480,7 +481,7 @@ class _InterruptedAnswers(NoTools):
 def test_a_keyboard_interrupt_while_an_answer_is_lowered_stops_the_run_and_parks_nothing(runtime: Runtime) -> None:
     limits = Limits(timeout_ms=10_000)
     state = RunState(limits=limits, tools=_InterruptedAnswers(), run_id=uuid.uuid4().hex)
-    code = "from wit_world.imports import host\nhandle = host.start_call('s', 't', '{}', False)\n"
+    code = "from wit_world.imports import host\nhandle = host.start_call('s', 't', '{}', host.CallKind.TOOL)\n"
     code += "host.wait([handle], 1000)"
     with contextlib.suppress(KeyboardInterrupt):
         execute(runtime, code, limits, state.tools, Redactor(), state)

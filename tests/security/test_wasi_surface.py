@@ -68,7 +68,7 @@ def test_the_host_interface_offers_only_catalog_start_call_and_wait(runtime: Run
     prepared = runtime.prepare(True)
     host = _imports(runtime)[HOST_INTERFACE]
     members = set(host.ty.exports(prepared.engine))  # type: ignore[attr-defined]
-    functions = members - {"error-kind", "host-error", "completion"}  # the WIT types
+    functions = members - {"error-kind", "host-error", "completion", "call-kind"}  # the WIT types
     assert functions == {"catalog", "start-call", "wait"}
 
 
@@ -189,8 +189,8 @@ def _host_call(call: str) -> str:
         ("host.catalog('get_server', 'not json')", "err", "INVALID_ARGUMENT"),
         ("host.catalog('list_servers', 'x' * (9 * 1024 * 1024))", "err", "LIMIT_EXCEEDED"),
         ("host.catalog('no-such-op', '{}')", "err", None),
-        ("host.start_call('no-such-server', 'tool', '{}', False)", "err", "NOT_FOUND"),
-        ("host.start_call('s', 't', '{', False)", "err", "INVALID_ARGUMENT"),
+        ("host.start_call('no-such-server', 'tool', '{}', host.CallKind.TOOL)", "err", "NOT_FOUND"),
+        ("host.start_call('s', 't', '{', host.CallKind.TOOL)", "err", "INVALID_ARGUMENT"),
         ("host.wait([1, 2, 3], 0)", "ok", None),
         ("host.wait([], 0)", "ok", None),
     ],
@@ -220,7 +220,7 @@ def test_hammering_start_call_hits_the_tool_call_limit(runtime: Runtime) -> None
         "kinds = []\n"
         "for _ in range(300):\n"
         "    try:\n"
-        "        host.start_call('s', 't', '{}', False)\n"
+        "        host.start_call('s', 't', '{}', host.CallKind.TOOL)\n"
         "    except Err as err:\n"
         "        kinds.append(err.value.kind.name)\n"
         "result = [kinds.count('NOT_FOUND'), kinds.count('LIMIT_EXCEEDED')]"

@@ -149,12 +149,14 @@ def test_raw_returns_the_whole_result_and_does_not_raise_on_is_error(tmp_path: P
             run.tool_calls += 1
             handle = run.next_handle()
             run.reserve(handle, 2)
-            broker.start_call(run, handle, "tools", name, {"path": "x"} if name == "read_file" else {}, raw=raw)
+            arguments = {"path": "x"} if name == "read_file" else {}
+            broker.start_call(run, handle, "tools", name, arguments, kind="tool-raw" if raw else "tool")
             handles[name, raw] = handle
         answers = {key: dict(run.wait([h], 20))[h] for key, h in handles.items()}
         run.finish()
     whole = json.loads(str(answers["read_file", True]))
     assert whole["isError"] is False and whole["content"][0]["type"] == "text"
+    assert {"content", "structuredContent", "isError"} <= set(whole) and "resultType" not in whole
     assert json.loads(whole["content"][0]["text"])["content"] == "secret text of x"
     assert json.loads(str(answers["broken", True]))["isError"] is True
     error = answers["broken", False]

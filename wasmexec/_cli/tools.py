@@ -129,12 +129,9 @@ def _search(broker: Broker, args: argparse.Namespace) -> int:
 
 
 def _show(broker: Broker, args: argparse.Namespace) -> int:
-    from wasmexec._tools import stubs as _stubs
-
     catalog = _catalog(broker)
     entry = catalog.tool(args.server, args.tool)
-    value = {**catalog.tool_view(entry, "full", with_server=True),
-             "docstring": _stubs.tool_docstring(entry.export_name, entry.tool)}  # fmt: skip
+    value = {**catalog.tool_view(entry, "full", with_server=True), "docstring": catalog.docstring(entry)}
 
     def text() -> str:
         schema = json.dumps(entry.input_schema, indent=2)
@@ -149,8 +146,10 @@ def _stubs_command(broker: Broker, args: argparse.Namespace) -> int:
 
     catalog = _catalog(broker)
     server_id = catalog.server_id(args.server)
-    tools = [(entry.export_name, entry.tool) for entry in catalog.tools(server_id).values()]
-    print(_stubs.module_stub(catalog.module_names[server_id], server_id, tools))
+    entries = catalog.tools(server_id).values()
+    tools = [(entry.export_name, entry.tool) for entry in entries]
+    observed = {entry.export_name: catalog.observed_returns(entry) for entry in entries}
+    print(_stubs.module_stub(catalog.module_names[server_id], server_id, tools, observed))
     return EXIT_OK
 
 

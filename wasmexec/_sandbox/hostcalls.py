@@ -48,6 +48,7 @@ from wasmexec import _runstate
 from wasmexec._envelope import StopReason, valid_text  # a WIT string cannot carry a lone surrogate
 from wasmexec._runstate import RunState
 from wasmexec._toolhost import (
+    CALL_KINDS,
     MAX_NAME_CHARS,
     MAX_PAYLOAD_BYTES,
     ErrorKind,
@@ -276,7 +277,7 @@ def _check_decode_time(run: RunState, size: int) -> None:
 
 
 @_host_function(_error_result)
-def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: str, raw: bool = False) -> Any:
+def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: str, kind: Any = "tool") -> Any:
     dropped = _take_dropped()
     run = _current()
     handle = _admit(run, server_id, tool_name, arguments_json, dropped)
@@ -285,7 +286,9 @@ def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: 
             arguments = _decode(arguments_json, "the arguments")
         except HostCallError as error:
             raise _refuse(run, handle, server_id, tool_name, error) from None
-        run.tools.start_call(run, handle, server_id, tool_name, arguments, raw=raw is True)
+        if kind not in CALL_KINDS:  # wasmtime-py lifts the enum to its case name; anything else is a bug
+            raise _refuse(run, handle, server_id, tool_name, HostCallError("invalid-argument", "unknown call kind"))
+        run.tools.start_call(run, handle, server_id, tool_name, arguments, kind=kind)
     except BaseException:
         run.release(handle)
         raise

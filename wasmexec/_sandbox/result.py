@@ -167,6 +167,14 @@ def _host_saw(limit: LimitName, state: RunState) -> bool:
     return limit == "tool_calls" and state.tool_calls >= state.limits.max_tool_calls
 
 
+def _server_unavailable(error_type: str, state: RunState) -> bool:
+    """Whether an uncaught ToolCallError came from a server that was unavailable (by the host's own
+    trace, not the guest's word): running again later may work."""
+    failed = [entry for entry in state.tool_trace if not entry["ok"]]
+    last_error = str(failed[-1].get("error", "")) if failed else ""
+    return error_type == "ToolCallError" and last_error.startswith("unavailable:")
+
+
 class ResultBuilder:
     """Collects a run's outcome and diagnostics, then builds the redacted run result."""
 
@@ -192,7 +200,7 @@ class ResultBuilder:
             self.fail_with_limit(report.claimed_limit)
         else:
             error = report.error or {"type": "Error", "message": "", "retryable": False}
-            self.fail(error["type"], error["message"])
+            self.fail(error["type"], error["message"], _server_unavailable(error["type"], self.state))
             if report.claim is not None:
                 self.diagnostics.append(report.claim)
 

@@ -70,7 +70,8 @@ Find tools, then call them (top-level await works; calls are async):
   a, b = await asyncio.gather(gh.get_issue(number=1), gh.get_issue(number=2))  # concurrent
 Function names: tool name split on . _ - and camelCase, joined by _, lowercased (getUser -> get_user).
 help(gh.create_issue) shows parameters and what it returns (the output schema's TypedDict, or the \
-shapes observed in earlier results). Denied tools are not listed.
+shapes observed in earlier results). Denied tools are not listed. MCP resources: await \
+gh.resources.list(), .read(uri), .templates().
 
 Results are unwrapped, not wrapper objects: structuredContent if the tool returns it, else a single text \
 block as str, else the whole result dict; raw=True returns the whole MCP result ({{content, \

@@ -45,14 +45,14 @@ from wasmexec._audit import AuditLog, digest
 from wasmexec._calllog import CANCELLED
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
-from wasmexec._toolhost import SPEC_VERSION, HostCallError, encode_payload, internal_error
-from wasmexec._tools import approval, mcp_errors
+from wasmexec._toolhost import SPEC_VERSION, CallKind, HostCallError, encode_payload, internal_error
+from wasmexec._tools import approval, mcp_errors, resources
 from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
 from wasmexec._tools.config import Config, with_server_policy
 from wasmexec._tools.naming import export_names, module_names
 from wasmexec._tools.pii import PiiMode, PiiVault
 from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
-from wasmexec._tools.pool import ClientFactory, Listing, Pool, ServerUnavailable
+from wasmexec._tools.pool import MAX_LIST_PAGES, ClientFactory, Listing, Pool, ServerUnavailable
 from wasmexec._tools.schema_cache import SchemaCache, cache_key, warn_runtime
 from wasmexec._tools.shapes import ObservedReturns
 from wasmexec._tools.validation import validate_arguments
@@ -277,7 +277,7 @@ class Broker:
                 sid: self.cache.get_stale(self._key(sid)) for sid in self.config.servers if self._unmatched.wants(sid)
             }
             listings = {sid: Listing.from_json(entry.value) for sid, entry in cached.items() if entry is not None}
-        tools = {sid: export_names(tool["name"] for tool in listing.tools).items()
+        tools = {sid: [*export_names(tool["name"] for tool in listing.tools).items(), *resources.NAMES]
                  for sid, listing in listings.items() if self._unmatched.wants(sid)}  # fmt: skip
         for warning in self._unmatched.check(tools):
             self._warn(warning)
@@ -312,13 +312,16 @@ class Broker:
         raise HostCallError("invalid-argument", f"unknown catalog operation {op!r}")
 
     def start_call(
-        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, raw: bool = False
+        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
     ) -> None:
         entry: ToolEntry | None = None
         try:
             arguments = self._vault(run).restore(arguments)  # tokens the code got back become real values
             catalog = self.catalog_for(run)
-            entry = catalog.tool(server_id, tool_name)
+            if kind in resources.OPERATIONS:
+                entry = resources.entry(catalog.server_id(server_id), kind)
+            else:
+                entry = catalog.tool(server_id, tool_name)
             decision = self._admit(run, entry, catalog.module_names[entry.server_id], arguments)
         except Exception as exc:
             error = self._scrubbed(run, exc if isinstance(exc, HostCallError) else internal_error(exc))
@@ -329,7 +332,7 @@ class Broker:
         if run.progress is not None:
             run.progress(f"calling {entry.server_id}.{entry.tool_name}")
         run.calls.open(handle, entry.server_id, entry.tool_name)
-        call = _Call(run, handle, entry, arguments, raw)
+        call = _Call(run, handle, entry, arguments, kind)
         future: Future[str] = self.portal.start_task_soon(self._call, call, decision)
         run.track(future)
         future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
@@ -362,9 +365,16 @@ class Broker:
             if refusal is not None:
                 raise refusal
             await self._wait_for_rate(call.run, call.entry)
-            result = await self.pool.call_tool(call.entry.server_id, call.entry.tool_name, call.arguments,
-                                               call.run.remaining())  # fmt: skip
-            answer = self._vault(call.run).scrub(self._answer(call, result))  # the code never sees the PII
+            if call.kind in resources.OPERATIONS:
+                answer = await self.pool.request(call.entry.server_id, f"asking {call.entry.tool_name}",
+                                                 lambda client: resources.send(client, call.kind, call.arguments,
+                                                                               MAX_LIST_PAGES),
+                                                 call.run.remaining())  # fmt: skip
+            else:
+                result = await self.pool.call_tool(call.entry.server_id, call.entry.tool_name, call.arguments,
+                                                   call.run.remaining())  # fmt: skip
+                answer = self._answer(call, result)
+            answer = self._vault(call.run).scrub(answer)  # the code never sees the PII (resources included)
             text = encode_payload(answer, f"the result of {call.entry.tool_name}")
             if call.shape is not None:  # written beside the answer, not before it (the file lock may wait)
                 self.pool.task_group.start_soon(anyio.to_thread.run_sync, functools.partial(
@@ -385,15 +395,16 @@ class Broker:
     def _answer(self, call: _Call, result: CallToolResult) -> Any:
         """What the guest gets: the whole result when it asked for it raw, else the unwrapped value
         (isError raises). A tool without an output schema has the shape of the value remembered."""
+        raw = call.kind == "tool-raw"
         if result.is_error:
-            if call.raw:
+            if raw:
                 return whole(result)
             raise mcp_errors.tool_error(result)
         value = unwrap(result)
         if "outputSchema" not in call.entry.tool:
             call.shape = self.observed.update(self._key(call.entry.server_id), call.entry.tool_name,
                                               call.entry.digest, value)  # fmt: skip
-        return whole(result) if call.raw else value
+        return whole(result) if raw else value
 
     def _vault(self, run: RunState) -> PiiVault:
         """The run's PII vault, made at its first call (every call of a run goes through this broker)."""
@@ -446,8 +457,8 @@ class _Call:
     handle: int
     entry: ToolEntry
     arguments: dict[str, Any]
-    raw: bool = False
-    """Whether the guest asked for the whole MCP result instead of the unwrapped value."""
+    kind: CallKind = "tool"
+    """What was asked: a tool's result unwrapped or whole ("tool-raw"), or a resource operation."""
     shape: dict[str, Any] | None = None
     """A new observed shape of the tool's results, to store once the answer is ready."""
     approval: str = "not_required"
@@ -480,6 +491,7 @@ def whole(result: CallToolResult) -> dict[str, Any]:
     """The whole result in wire form: content blocks, structuredContent, isError (what ``raw=True`` gets)."""
     answer: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     answer.setdefault("isError", bool(result.is_error))
+    answer.pop("resultType", None)  # the SDK's 2026-era plumbing ("complete"), not the tool's
     return answer
 
 

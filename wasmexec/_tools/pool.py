@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from mcp import Client
     from mcp.client.session import IncomingMessage, MessageHandlerFnT
     from mcp.types import CallToolResult
+
+T = TypeVar("T")
 
 __all__ = ["ClientFactory", "DeadlineReached", "Listing", "Pool", "ServerBusy", "ServerUnavailable"]
 
@@ -410,6 +412,13 @@ class Pool:
 
     async def call_tool(self, server_id: str, name: str, arguments: dict[str, Any], timeout: float) -> CallToolResult:
         """Calls a tool within `timeout` seconds (the caller's deadline) and the server's own timeout."""
+        return await self.request(server_id, f"calling {name!r}", lambda client: client.call_tool(name, arguments),
+                                  timeout)  # fmt: skip
+
+    async def request(self, server_id: str, doing: str, send: Callable[[Client], Awaitable[T]], timeout: float) -> T:
+        """Sends one request (`send(client)`) like a tool call: breaker, call slot, deadlines, failures.
+
+        `doing` says what it is in errors ("calling 'x'", "reading a resource")."""
         from mcp import MCPError
 
         connection = self._connection(server_id)
@@ -420,21 +429,19 @@ class Pool:
         await connection.acquire_slot(max(0.0, deadline - anyio.current_time()))
         try:
             with anyio.fail_after(max(0.0, deadline - anyio.current_time())):
-                result = await client.call_tool(name, arguments)
+                result = await send(client)
         except TimeoutError as exc:
-            raise connection.timed_out(f"calling {name!r}", limit < timeout) from exc
+            raise connection.timed_out(doing, limit < timeout) from exc
         except MCPError as exc:
             if is_transport_failure(exc):
                 connection.transport_failed()
-                raise ServerUnavailable(
-                    f"server {server_id!r} failed while calling {name!r}: {_describe(exc)}"
-                ) from exc
+                raise ServerUnavailable(f"server {server_id!r} failed while {doing}: {_describe(exc)}") from exc
             if not is_reply_too_large(exc):
                 connection.breaker.succeeded()  # it answered, if with an error
             raise
         except _BROKEN_TRANSPORT as exc:
             connection.transport_failed()
-            raise ServerUnavailable(f"server {server_id!r} failed while calling {name!r}: {_describe(exc)}") from exc
+            raise ServerUnavailable(f"server {server_id!r} failed while {doing}: {_describe(exc)}") from exc
         finally:
             connection.release_slot()
         connection.breaker.succeeded()
