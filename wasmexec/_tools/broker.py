@@ -377,9 +377,7 @@ class Broker:
             answer = self._vault(call.run).scrub(answer)  # the code never sees the PII (resources included)
             text = encode_payload(answer, f"the result of {call.entry.tool_name}")
             if call.shape is not None:  # written beside the answer, not before it (the file lock may wait)
-                self.pool.task_group.start_soon(anyio.to_thread.run_sync, functools.partial(
-                    self.observed.store, self._key(call.entry.server_id), call.entry.tool_name, call.entry.digest,
-                    call.shape))  # fmt: skip
+                self._store_shape(call.entry, call.shape)
         except anyio.get_cancelled_exc_class():
             self._end(call, cancelled=True)
             raise
@@ -391,6 +389,20 @@ class Broker:
             raise error from None
         self._end(call, text=text)
         return text
+
+    def _store_shape(self, entry: ToolEntry, shape: dict[str, Any]) -> None:
+        """Stores an observed shape off the event loop; best effort: a failure only warns."""
+
+        def store() -> None:
+            try:
+                self.observed.store(self._key(entry.server_id), entry.tool_name, entry.digest, shape)
+            except Exception as exc:  # never into the pool's task group, which would stop every connection
+                self._warn(f"the shape of {entry.server_id}.{entry.tool_name}'s results was not kept: {exc}")
+
+        try:
+            self.pool.task_group.start_soon(functools.partial(anyio.to_thread.run_sync, store))
+        except RuntimeError:  # the pool is closing: the shape is not worth keeping it open
+            pass
 
     def _answer(self, call: _Call, result: CallToolResult) -> Any:
         """What the guest gets: the whole result when it asked for it raw, else the unwrapped value
