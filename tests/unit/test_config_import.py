@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,23 @@ def test_jsonc_reads_a_hostile_file_in_one_pass() -> None:
     with pytest.raises(ValueError):
         loads_jsonc("[1, " + "/" * 400_001)
     assert loads_jsonc('["a\\"//b", 1, ] // end') == ['a"//b', 1]
+
+
+@pytest.mark.parametrize(
+    ("entry", "left_out"),
+    [
+        ({"command": "/usr/local/bin/wasmexec", "args": ["serve", "--config", "auto"]}, True),
+        ({"command": "python3", "args": ["-m", "wasmexec", "serve"]}, True),
+        ({"command": "uvx", "args": ["wasmexec[science]==0.2", "serve"]}, True),
+        ({"command": "wasmexec", "args": ["run", "-c", "1"]}, False),  # not a server: nothing recurses
+        ({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]}, False),
+    ],
+)
+def test_wasmexec_itself_is_left_out_of_imports(tmp_path: Path, entry: dict[str, object], left_out: bool) -> None:
+    from wasmexec._tools.config_import import gather
+
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps({"mcpServers": {"sandbox": entry}}))
+    merged = gather([str(config)], Place(tmp_path, tmp_path, "linux", {}))
+    assert ("sandbox" not in merged.entries) is left_out
+    assert any("wasmexec itself" in note for note in merged.notes) is left_out

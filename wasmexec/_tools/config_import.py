@@ -177,6 +177,10 @@ def _merge(merged: Merged, name: str, entry: Any, origin: str, workspace: Path, 
     if not isinstance(entry, dict):
         merged.notes.append(f"{origin}: server {name!r} is not an object; skipped")
         return
+    if _is_wasmexec(entry):
+        merged.notes.append(f"{origin}: server {name!r} is wasmexec itself; left out (its sandbox would start "
+                            "another wasmexec over the same configs)")  # fmt: skip
+        return
     dropped = sorted(set(entry) - KNOWN_KEYS)
     portable_entry = _portable(entry, workspace, secret_inputs)
     if name in merged.entries:
@@ -188,6 +192,15 @@ def _merge(merged: Merged, name: str, entry: Any, origin: str, workspace: Path, 
         merged.notes.append(f"{origin}: server {name!r}: dropped keys {dropped} (no meaning in wasmexec)")
     merged.entries[name] = portable_entry
     merged.origins[name] = origin
+
+
+def _is_wasmexec(entry: dict[str, Any]) -> bool:
+    """Whether the entry starts `wasmexec serve` (directly, as ``python -m wasmexec``, or through uvx/pipx)."""
+    command, args = entry.get("command"), entry.get("args")
+    words = [Path(command).name if isinstance(command, str) else ""]
+    words += [str(arg) for arg in args] if isinstance(args, list) else []
+    named = any(word.split("==")[0].split("[")[0] in ("wasmexec", "wasmexec.exe") for word in words)
+    return named and "serve" in words
 
 
 def _portable(entry: dict[str, Any], workspace: Path, secret_inputs: set[str]) -> dict[str, Any]:
