@@ -19,6 +19,10 @@ DEFAULT_MAX_STDERR_BYTES = 256 * 1024
 DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024
 #: A script that makes hundreds of calls is almost always looping by mistake.
 DEFAULT_MAX_TOOL_CALLS = 200
+#: Each `codemode.llm.ask` costs the user money and seconds of their model: a few per run, not a loop.
+DEFAULT_MAX_LLM_CALLS = 10
+#: Sixteen answers of `llm.ask`'s default size (512 tokens); more is a batch job, not a run.
+DEFAULT_MAX_LLM_TOKENS = 8_192
 
 #: Upper bounds that keep one run from starving the host.
 MAX_TIMEOUT_MS = 24 * 60 * 60 * 1000
@@ -43,13 +47,18 @@ class Limits:
     """Size of the result value as JSON."""
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
     """Tool calls per run."""
+    max_llm_calls: int = DEFAULT_MAX_LLM_CALLS
+    """Sampling calls (`codemode.llm.ask`) per run."""
+    max_llm_tokens: int = DEFAULT_MAX_LLM_TOKENS
+    """Tokens of sampled answers per run (the client's count, else an estimate: `wasmexec._sampling`)."""
 
     def __post_init__(self) -> None:
         _check_range("timeout_ms", self.timeout_ms, 1, MAX_TIMEOUT_MS)
         _check_range("memory_mb", self.memory_mb, 1, MAX_MEMORY_MB)
         if self.fuel is not None:
             _check_range("fuel", self.fuel, 1, 2**63 - 1)
-        for name in ("max_stdout_bytes", "max_stderr_bytes", "max_result_bytes", "max_tool_calls"):
+        for name in ("max_stdout_bytes", "max_stderr_bytes", "max_result_bytes", "max_tool_calls", "max_llm_calls",
+                     "max_llm_tokens"):
             _check_range(name, getattr(self, name), 0, 2**40)
 
     @property

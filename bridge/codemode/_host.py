@@ -30,6 +30,8 @@ def to_exception(error: _wit.HostError) -> errors.CodemodeError:
     cls = _ERROR_CLASSES.get(error.kind, errors.CodemodeError)
     if error.kind == _wit.ErrorKind.NOT_FOUND and detail.get("what") == "server":
         cls = errors.ServerNotFoundError
+    elif error.kind == _wit.ErrorKind.UNAVAILABLE and detail.get("what") == "sampling":
+        cls = errors.SamplingUnavailableError
     elif error.kind == _wit.ErrorKind.INVALID_ARGUMENT and "errors" not in detail:
         cls = errors.CodemodeError
     return cls(error.message, error.hint, **detail)
@@ -49,6 +51,14 @@ def start_call(server_id: str, tool_name: str, arguments: dict[str, Any], raw: b
     With `raw` the result is the whole MCP result (content, structuredContent, isError)."""
     try:
         return _wit.start_call(server_id, tool_name, json.dumps(arguments), raw)
+    except Err as err:
+        raise to_exception(err.value) from None
+
+
+def start_sample(prompt: str, system: str, max_tokens: int) -> int:
+    """Starts a sampling call (the model of whoever started the run); its JSON answer comes via `wait`."""
+    try:
+        return _wit.start_sample(prompt, system, max_tokens)
     except Err as err:
         raise to_exception(err.value) from None
 

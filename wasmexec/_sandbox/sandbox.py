@@ -16,6 +16,7 @@ from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
+from wasmexec._sampling import Sampler, Sampling
 from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import Runtime, default_runtime
@@ -133,17 +134,19 @@ class Sandbox:
         approver: Callable[[dict[str, Any]], bool] | None = None,
         progress: Callable[[str], Any] | None = None,
         on_output: Callable[[str, str], Any] | None = None,
+        sampler: Sampler | None = None,
     ) -> RunResult:
         """Runs `code` on a worker thread; a failing script is a result, never an exception.
 
         Cancelling the awaiting task stops the run promptly (its result is discarded).
+        `sampler` answers `codemode.llm.ask` (see `run_sync`).
         """
         import anyio
         import anyio.to_thread
 
         if self._limiter is None:  # no await since the check: one limiter per sandbox
             self._limiter = anyio.CapacityLimiter(self._max_concurrent_runs)  # async runs queue here, threadless
-        state = self._new_state(limits)
+        state = self._new_state(limits, sampler)
         state.approver, state.progress, state.on_output = approver, progress, on_output
         started, finished = threading.Event(), threading.Event()
 
@@ -172,6 +175,7 @@ class Sandbox:
         progress: Callable[[str], Any] | None = None,
         control: RunControl | None = None,
         on_output: Callable[[str, str], Any] | None = None,
+        sampler: Sampler | None = None,
     ) -> RunResult:
         """Runs `code` on the calling thread and returns the run result.
 
@@ -179,6 +183,9 @@ class Sandbox:
         `progress` hears about each tool call; `control` lets another thread stop the run.
         `on_output` hears each piece of printed output, ``(level, text)``, as it is captured (within
         the output caps, unredacted; on the run thread: keep it quick and hand the text elsewhere).
+        `sampler` answers `codemode.llm.ask`: called (blocking, on a thread of its own) with
+        ``{"prompt", "system", "max_tokens"}``, secrets redacted, it returns the answer's text or
+        ``{"text", "tokens"?, "model"?}``; without one, ``llm.ask`` raises SamplingUnavailableError.
 
         Ctrl-C: on the main thread, while SIGINT has Python's default handler, a SIGINT
         stops the run (its result says ``cancelled`` and is audited), then `run_sync`
@@ -190,7 +197,7 @@ class Sandbox:
         Raises:
             KeyboardInterrupt: SIGINT arrived during the run, which stopped cleanly.
         """
-        state = self._new_state(limits)
+        state = self._new_state(limits, sampler)
         state.approver, state.progress, state.on_output = approver, progress, on_output
         if control is not None:
             control.attach(state)
@@ -200,12 +207,13 @@ class Sandbox:
             raise KeyboardInterrupt
         return result
 
-    def _new_state(self, limits: Limits | None) -> RunState:
+    def _new_state(self, limits: Limits | None, sampler: Sampler | None = None) -> RunState:
         if self._closed:
             raise RuntimeError("this Sandbox is closed")
         if not isinstance(limits, (Limits, type(None))):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
-        return RunState(limits=limits or self.limits, tools=self.tools, run_id=uuid.uuid4().hex)
+        return RunState(limits=limits or self.limits, tools=self.tools, run_id=uuid.uuid4().hex,
+                        sampling=Sampling(sampler, self.redactor, self.audit))
 
     def _execute(self, code: str, state: RunState) -> RunResult:
         if not isinstance(code, str):
