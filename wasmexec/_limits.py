@@ -57,8 +57,14 @@ class Limits:
         _check_range("memory_mb", self.memory_mb, 1, MAX_MEMORY_MB)
         if self.fuel is not None:
             _check_range("fuel", self.fuel, 1, 2**63 - 1)
-        for name in ("max_stdout_bytes", "max_stderr_bytes", "max_result_bytes", "max_tool_calls", "max_llm_calls",
-                     "max_llm_tokens"):
+        for name in (
+            "max_stdout_bytes",
+            "max_stderr_bytes",
+            "max_result_bytes",
+            "max_tool_calls",
+            "max_llm_calls",
+            "max_llm_tokens",
+        ):
             _check_range(name, getattr(self, name), 0, 2**40)
 
     @property

@@ -257,8 +257,9 @@ class Sampling:
         except HostCallError:
             raise
         except Exception as exc:  # a sampler that fails has not answered
-            raise HostCallError("tool-error", f"the model call failed: {type(exc).__name__}: {exc}"[:500],
-                                "Try again later, or do this step without a model.", retryable=True) from None  # fmt: skip
+            message = f"the model call failed: {type(exc).__name__}: {exc}"[:500]
+            raise HostCallError("tool-error", message, "Try again later, or do this step without a model.",
+                                retryable=True) from None  # fmt: skip
 
     # -- records -------------------------------------------------------------------------------
     def _refused(self, run: RunState, handle: int, prompt: str, system: str, error: HostCallError) -> None:

@@ -60,7 +60,7 @@ def test_ask_returns_the_samplers_answer_traced_and_audited_with_digests_only(ru
 
 def test_secrets_are_redacted_from_the_prompt_before_it_leaves(runtime: Runtime, tmp_path: Path) -> None:
     model = Model(lambda request: "ok")
-    code = "from codemode import llm\nawait llm.ask('the password is hunter2-very-secret', system='x hunter2-very-secret')"
+    code = "from codemode import llm\nawait llm.ask('password: hunter2-very-secret', system='x hunter2-very-secret')"
     data_of(_sandbox(runtime, tmp_path).run_sync(code, sampler=model))
     (request,) = model.requests
     assert "hunter2" not in request["prompt"] and "[REDACTED]" in request["prompt"]

@@ -212,8 +212,12 @@ class Sandbox:
             raise RuntimeError("this Sandbox is closed")
         if not isinstance(limits, (Limits, type(None))):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
-        return RunState(limits=limits or self.limits, tools=self.tools, run_id=uuid.uuid4().hex,
-                        sampling=Sampling(sampler, self.redactor, self.audit))
+        return RunState(
+            limits=limits or self.limits,
+            tools=self.tools,
+            run_id=uuid.uuid4().hex,
+            sampling=Sampling(sampler, self.redactor, self.audit),
+        )
 
     def _execute(self, code: str, state: RunState) -> RunResult:
         if not isinstance(code, str):

@@ -44,6 +44,7 @@ from mcp.types import (
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
+from wasmexec._server import sampling
 from wasmexec._server.admission import DEFAULT_MAX_QUEUED_RUNS, Admission, busy_result
 from wasmexec._server.description import description, input_schema
 from wasmexec._server.runs import Approval, Done, PausedRuns, ServerRun
@@ -59,7 +60,7 @@ MAX_TEXT_LOGS = 2_000
 #: How long connecting the servers a call names may take before the run starts without them.
 CONNECT_TIMEOUT_S = 30.0
 #: The arguments that are limits, by name: a call may lower each, up to the operator's value.
-LIMIT_ARGUMENTS = ("timeout_ms", "memory_mb", "max_tool_calls")
+LIMIT_ARGUMENTS = ("timeout_ms", "memory_mb", "max_tool_calls", "max_llm_calls", "max_llm_tokens")
 
 Context = ServerRequestContext[Any, Any]
 
@@ -139,7 +140,11 @@ class RunPythonServer:
             run = self._paused.resume(params.request_state, _session_key(ctx))
             if run is None:
                 raise MCPError(INVALID_PARAMS, "run_python: unknown or expired request_state; call run_python again")
-            run.answer(_approved(params.input_responses or {}))
+            responses = params.input_responses or {}
+            if isinstance(run.pending, sampling.Sample):
+                run.pending.answer(sampling.read_reply(responses.get(sampling.INPUT_KEY)))
+            else:
+                run.answer(_approved(responses))
             return await self._drive(ctx, run)
         code, limits, servers = self.arguments(params.arguments or {})
         can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
@@ -148,7 +153,7 @@ class RunPythonServer:
         if ticket is None:
             return busy_result(self.admission)
         run = ServerRun(self.sandbox, code, limits, session_key=_session_key(ctx), warnings=warnings,
-                        can_ask=can_ask, ticket=ticket)  # fmt: skip
+                        can_ask=can_ask, can_sample=sampling.client_can_sample(ctx), ticket=ticket)  # fmt: skip
         await ctx.session.report_progress(0, None, "running")
         run.start()
         return await self._drive(ctx, run)
@@ -197,10 +202,13 @@ class RunPythonServer:
     ) -> Done | InputRequiredResult:
         """Waits for the run's events; asks for approvals the way the client's era allows."""
         event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
-        while isinstance(event, Approval):
+        while not isinstance(event, Done):
             if ctx.protocol_version.startswith("2026"):
-                return self._input_required(run, event.request)
-            run.answer(await self._elicit(ctx, event.request))
+                return self._input_required(run, event)
+            if isinstance(event, sampling.Sample):
+                event.answer(await sampling.ask_session(ctx, event.request, run.remaining()))
+            else:
+                run.answer(await self._elicit(ctx, event.request))
             event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
         return event
 
@@ -212,9 +220,13 @@ class RunPythonServer:
         return CallToolResult(content=[TextContent(type="text", text=render_text(result))],
                               structured_content=dict(result))  # fmt: skip
 
-    def _input_required(self, run: ServerRun, request: dict[str, Any]) -> InputRequiredResult:
+    def _input_required(self, run: ServerRun, event: Approval | sampling.Sample) -> InputRequiredResult:
         """The 2026-era way to ask: pause the run and let the client retry with the answer."""
-        question = ElicitRequest(params=ElicitRequestFormParams(message=_question(request),
+        run.pending = event
+        if isinstance(event, sampling.Sample):
+            requests: dict[str, Any] = {sampling.INPUT_KEY: sampling.create_message_request(event.request)}
+            return InputRequiredResult(input_requests=requests, request_state=self._paused.pause(run))
+        question = ElicitRequest(params=ElicitRequestFormParams(message=_question(event.request),
                                                                 requested_schema=APPROVAL_SCHEMA))  # fmt: skip
         return InputRequiredResult(input_requests={"approval": question}, request_state=self._paused.pause(run))
 
