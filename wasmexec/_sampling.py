@@ -303,7 +303,7 @@ def outcome_of(error: HostCallError | None) -> str:
 
 def trace_outcome(entry: ToolTraceEntry) -> str | None:
     """The outcome word of a ``tool_trace`` entry that is a sampling call, else None (for metrics)."""
-    if entry["server_id"] != TRACE_SERVER_ID or entry["tool_name"] != TRACE_TOOL_NAME:
+    if entry.get("server_id") != TRACE_SERVER_ID or entry.get("tool_name") != TRACE_TOOL_NAME:
         return None
     error = entry.get("error")
     if error is None:

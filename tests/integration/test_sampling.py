@@ -184,3 +184,27 @@ except ToolCallError as exc:
 """
     message, retryable = data_of(_sandbox(runtime, tmp_path).run_sync(code, sampler=Model(reply)))
     assert "model overloaded" in message and retryable is True
+
+
+def test_the_sampling_metric_counts_each_call_by_outcome(runtime: Runtime, tmp_path: Path) -> None:
+    from wasmexec._server.admission import Admission
+    from wasmexec._server.metrics import RunMetrics
+
+    code = """
+from codemode import llm
+from codemode.errors import CodemodeError
+for _ in range(3):
+    try:
+        await llm.ask("q")
+    except CodemodeError:
+        pass
+"""
+    sandbox = _sandbox(runtime, tmp_path, max_llm_calls=2)
+    metrics = RunMetrics(Admission())
+    metrics.observe_run(sandbox.run_sync(code, sampler=Model(lambda request: "a")))
+    metrics.observe_run(sandbox.run_sync("from codemode import llm\nawait llm.ask('q')"))  # no sampler
+    value = metrics.registry.get_sample_value
+    assert value("wasmexec_sampling_calls_total", {"outcome": "ok"}) == 2
+    assert value("wasmexec_sampling_calls_total", {"outcome": "over_cap"}) == 1
+    assert value("wasmexec_sampling_calls_total", {"outcome": "unavailable"}) == 1
+    assert value("wasmexec_tool_calls_total", {"server": "other", "outcome": "ok"}) is None  # not a tool's call
