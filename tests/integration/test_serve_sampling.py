@@ -109,6 +109,26 @@ result = await asyncio.gather(*(llm.ask(f"q{i}", max_tokens=10) for i in range(3
     assert len(model.asked) == 3
 
 
+def test_in_the_2025_era_gathered_asks_reach_the_client_at_once(setup: dict[str, Path]) -> None:
+    code = """
+import asyncio
+from codemode import llm
+result = await asyncio.gather(*(llm.ask(f"q{i}", max_tokens=10) for i in range(3)))
+"""
+    arrived: list[str] = []
+    all_here = anyio.Event()
+
+    async def together(ctx: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+        arrived.append(params.messages[0].content.text)  # type: ignore[union-attr]
+        if len(arrived) == 3:
+            all_here.set()
+        with anyio.fail_after(30):  # only answers once all three are in flight at the client
+            await all_here.wait()
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text="ok"), model="m")
+
+    assert data_of(_call(setup, "legacy", {"code": code}, sampling_callback=together)) == ["ok", "ok", "ok"]
+
+
 def test_the_operators_call_cap_holds_and_a_client_may_lower_it(setup: dict[str, Path]) -> None:
     code = "from codemode import llm\nfor i in range(4):\n    await llm.ask('q')"
     over = _call(setup, "auto", {"code": code}, sampling_callback=Model())

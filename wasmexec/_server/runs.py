@@ -67,8 +67,8 @@ class ServerRun:
         self._ticket = ticket if ticket is not None else own_slot()
         self.expires = time.monotonic() + limits.timeout_ms / 1000 + PAUSE_GRACE_S
         self._events: queue.Queue[Approval | Sample | Done] = queue.Queue()
-        self.pending: Approval | Sample | None = None
-        """The question a paused run waits on (2026 era): the client's retry answers it."""
+        self.pending: Approval | list[Sample] | None = None
+        """What a paused run waits on (2026 era): the client's retry answers it."""
         self._answers: queue.Queue[bool] = queue.Queue()
         self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
@@ -122,6 +122,14 @@ class ServerRun:
             return self._events.get()
         finally:
             self._reporter = None
+
+    def queued_samples(self) -> list[Sample]:
+        """Takes the sampling requests already waiting behind the current event, to ask them in the same round."""
+        with self._events.mutex:
+            samples = [event for event in self._events.queue if isinstance(event, Sample)]
+            for sample in samples:
+                self._events.queue.remove(sample)
+        return samples
 
     def remaining(self) -> float:
         """Seconds until the run's deadline (never negative)."""

@@ -32,8 +32,8 @@ from mcp.types import (
 
 from wasmexec._toolhost import HostCallError
 
-#: The key of the sampling request in a 2026-era ``InputRequiredResult`` (and of its answer in the retry).
-INPUT_KEY = "sampling"
+#: The keys of sampling requests in a 2026-era ``InputRequiredResult`` (and of their answers in the retry).
+INPUT_KEY = "sampling-{index}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,17 @@ def _too_late() -> HostCallError:
                          "Ask for shorter answers, or ask for a higher timeout_ms.", limit="timeout")  # fmt: skip
 
 
+def input_requests(samples: list[Sample]) -> dict[str, Any]:
+    """2026 era: every sampling request the run waits on, asked in one round (the client answers them together)."""
+    return {INPUT_KEY.format(index=i): create_message_request(sample.request) for i, sample in enumerate(samples)}
+
+
+def answer_all(samples: list[Sample], responses: dict[str, Any]) -> None:
+    """2026 era: hands each answer of the client's retry to the request it answers (a missing one is an error)."""
+    for index, sample in enumerate(samples):
+        sample.answer(read_reply(responses.get(INPUT_KEY.format(index=index))))
+
+
 def client_can_sample(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether the client that sent this request declared the sampling capability (both eras)."""
     return ctx.session.check_client_capability(ClientCapabilities(sampling=SamplingCapability()))
@@ -93,6 +104,11 @@ async def ask_session(ctx: ServerRequestContext[Any, Any], request: dict[str, An
         return HostCallError("tool-error", f"the client did not answer the sampling request: {exc}"[:500],
                              "The user or the client may have refused it; do not retry at once.")  # fmt: skip
     return read_reply(result)
+
+
+async def ask_and_answer(ctx: ServerRequestContext[Any, Any], sample: Sample, timeout_s: float) -> None:
+    """2025 era: asks the client and hands the answer to the waiting run."""
+    sample.answer(await ask_session(ctx, sample.request, timeout_s))
 
 
 def read_reply(reply: Any) -> dict[str, Any] | HostCallError:

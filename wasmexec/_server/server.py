@@ -141,8 +141,8 @@ class RunPythonServer:
             if run is None:
                 raise MCPError(INVALID_PARAMS, "run_python: unknown or expired request_state; call run_python again")
             responses = params.input_responses or {}
-            if isinstance(run.pending, sampling.Sample):
-                run.pending.answer(sampling.read_reply(responses.get(sampling.INPUT_KEY)))
+            if isinstance(run.pending, list):
+                sampling.answer_all(run.pending, responses)
             else:
                 run.answer(_approved(responses))
             return await self._drive(ctx, run)
@@ -200,16 +200,19 @@ class RunPythonServer:
     async def _until_done(
         self, ctx: Context, run: ServerRun, report: Callable[[str], None]
     ) -> Done | InputRequiredResult:
-        """Waits for the run's events; asks for approvals the way the client's era allows."""
-        event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
-        while not isinstance(event, Done):
-            if ctx.protocol_version.startswith("2026"):
-                return self._input_required(run, event)
-            if isinstance(event, sampling.Sample):
-                event.answer(await sampling.ask_session(ctx, event.request, run.remaining()))
-            else:
-                run.answer(await self._elicit(ctx, event.request))
+        """Waits for the run's events; asks for approvals and samples the way the client's era allows."""
+        async with anyio.create_task_group() as asking:  # 2025 era: sampling requests go out in parallel
             event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+            while not isinstance(event, Done):
+                if ctx.protocol_version.startswith("2026"):
+                    return self._input_required(run, event)
+                if isinstance(event, sampling.Sample):
+                    asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
+                else:
+                    run.answer(await self._elicit(ctx, event.request))
+                event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+            asking.cancel_scope.cancel()  # the run is over: questions still out are moot
+        assert isinstance(event, Done)  # the task group never swallows an exception
         return event
 
     def _tool_result(self, result: RunResult, warnings: list[str]) -> CallToolResult:
@@ -222,10 +225,11 @@ class RunPythonServer:
 
     def _input_required(self, run: ServerRun, event: Approval | sampling.Sample) -> InputRequiredResult:
         """The 2026-era way to ask: pause the run and let the client retry with the answer."""
-        run.pending = event
         if isinstance(event, sampling.Sample):
-            requests: dict[str, Any] = {sampling.INPUT_KEY: sampling.create_message_request(event.request)}
+            run.pending = samples = [event, *run.queued_samples()]
+            requests = sampling.input_requests(samples)
             return InputRequiredResult(input_requests=requests, request_state=self._paused.pause(run))
+        run.pending = event
         question = ElicitRequest(params=ElicitRequestFormParams(message=_question(event.request),
                                                                 requested_schema=APPROVAL_SCHEMA))  # fmt: skip
         return InputRequiredResult(input_requests={"approval": question}, request_state=self._paused.pause(run))
