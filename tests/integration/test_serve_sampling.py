@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, ImageContent, TextContent
 
-from tests.helpers import data_of, error_of
+from tests.helpers import data_of, error_of, free_port, listening
 from tests.integration.conftest import child_env
 from wasmexec import Runtime
 
@@ -181,3 +182,29 @@ def test_the_cli_has_no_model(setup: dict[str, Path]) -> None:
     result = json.loads(completed.stdout)
     error = error_of(result)
     assert error["type"] == "SamplingUnavailableError" and "CLI has no model" in json.dumps(result["diagnostics"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_metrics_over_http_count_sampling_calls_by_outcome(setup: dict[str, Path], mode: str) -> None:
+    code = """
+from codemode import llm
+from codemode.errors import SandboxLimitError
+await llm.ask("q")
+try:
+    await llm.ask("q", max_tokens=10)
+except SandboxLimitError:
+    pass
+"""
+    params, port = _params(setup), free_port()
+    with listening([params.command, *params.args, "--http", "--port", str(port)], port, params.env) as url:
+
+        async def main() -> Any:
+            with anyio.fail_after(120):
+                async with Client(url, mode=mode, sampling_callback=Model()) as client:  # type: ignore[arg-type]
+                    return (await client.call_tool("run_python", {"code": code, "max_llm_calls": 1})).structured_content
+
+        data_of(anyio.run(main))
+        metrics = httpx2.get(url.removesuffix("/mcp") + "/metrics", timeout=30).text
+    samples = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line.startswith("wasmexec_sampling_calls_"))
+    assert float(samples['wasmexec_sampling_calls_total{outcome="ok"}']) == 1
+    assert float(samples['wasmexec_sampling_calls_total{outcome="over_cap"}']) == 1
