@@ -11,6 +11,7 @@ import wit_world
 import codemode._prelude  # noqa: F401 - imported for the snapshot
 from codemode import _loop, _restrict, _runner, _tools, _tzdata
 from codemode import discovery as _discovery  # noqa: F401 - imported for the snapshot
+from codemode import llm as _llm  # noqa: F401 - imported for the snapshot
 
 _tzdata.capture()
 _restrict.buffer_stdio()

@@ -22,6 +22,7 @@ ApprovalState = Literal["NOT_REQUIRED", "APPROVED", "DENIED"]
 LimitName = Literal[
     "timeout", "memory", "fuel", "stack", "result_bytes", "result_depth", "tool_calls", "payload_bytes", "cancelled",
     "workspace_bytes", "workspace_files",
+    "llm_calls", "llm_tokens",
 ]  # fmt: skip
 #: Why the host stopped a run: a limit, or a refused blocking wait (a BLOCKING_WAIT error, not a limit).
 StopReason = LimitName | Literal["blocking_wait"]

@@ -19,6 +19,10 @@ DEFAULT_MAX_STDERR_BYTES = 256 * 1024
 DEFAULT_MAX_RESULT_BYTES = 4 * 1024 * 1024
 #: A script that makes hundreds of calls is almost always looping by mistake.
 DEFAULT_MAX_TOOL_CALLS = 200
+#: Each `codemode.llm.ask` costs the user money and seconds of their model: a few per run, not a loop.
+DEFAULT_MAX_LLM_CALLS = 10
+#: Sixteen answers of `llm.ask`'s default size (512 tokens); more is a batch job, not a run.
+DEFAULT_MAX_LLM_TOKENS = 8_192
 
 #: Room for data work on a few CSVs, charts and a zip, small enough that many parallel runs fit on a laptop disk.
 DEFAULT_WORKSPACE_MB = 64
@@ -57,13 +61,24 @@ class Limits:
     disk blocks, whichever is larger)."""
     workspace_files: int = DEFAULT_WORKSPACE_FILES
     """Files, directories and symlinks in /workspace and /tmp together (inputs included)."""
+    max_llm_calls: int = DEFAULT_MAX_LLM_CALLS
+    """Sampling calls (`codemode.llm.ask`) per run."""
+    max_llm_tokens: int = DEFAULT_MAX_LLM_TOKENS
+    """Tokens of sampled answers per run (the client's count, else an estimate: `wasmexec._sampling`)."""
 
     def __post_init__(self) -> None:
         _check_range("timeout_ms", self.timeout_ms, 1, MAX_TIMEOUT_MS)
         _check_range("memory_mb", self.memory_mb, 1, MAX_MEMORY_MB)
         if self.fuel is not None:
             _check_range("fuel", self.fuel, 1, 2**63 - 1)
-        for name in ("max_stdout_bytes", "max_stderr_bytes", "max_result_bytes", "max_tool_calls"):
+        for name in (
+            "max_stdout_bytes",
+            "max_stderr_bytes",
+            "max_result_bytes",
+            "max_tool_calls",
+            "max_llm_calls",
+            "max_llm_tokens",
+        ):
             _check_range(name, getattr(self, name), 0, 2**40)
         _check_range("workspace_mb", self.workspace_mb, 0, MAX_WORKSPACE_MB)
         _check_range("workspace_files", self.workspace_files, 0, MAX_WORKSPACE_FILES)

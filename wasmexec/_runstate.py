@@ -7,7 +7,7 @@ field                         written by                                        
 ============================  =====================================================  ===========
 limits, tools, run_id,        whoever creates the state, before the run; read-only   none
 trace_id, approver, progress  after
-on_output
+on_output, sampling.sampler
 started, code_digest          the run's worker thread, before the guest starts       none
 tool_calls, calls_over_cap,   the run's worker thread (host functions)               none
 catalog
@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from wasmexec._calllog import CallLog
 from wasmexec._envelope import StopReason, ToolTraceEntry
 from wasmexec._limits import Limits
+from wasmexec._sampling import Sampling
 from wasmexec._toolhost import HostCallError, ToolHost
 
 if TYPE_CHECKING:
@@ -127,6 +128,8 @@ class RunState:
     """Told about each tool call as it starts (the MCP server turns it into progress notifications)."""
     on_output: Callable[[str, str], Any] | None = None
     """Hears each accepted piece of printed output (level, text) as it comes, on the run thread."""
+    sampling: Sampling = field(default_factory=Sampling)
+    """`codemode.llm` calls: the sampler, their caps' counters; its own lock (`wasmexec._sampling`)."""
     approvals: list[str] = field(default_factory=list)
     """"APPROVED" or "DENIED", one per call that needed approval or was approved in advance; appended
     by the broker's event-loop thread (`approval.settle`), read by the run thread after `finish`."""

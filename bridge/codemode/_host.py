@@ -33,6 +33,8 @@ def to_exception(error: _wit.HostError) -> errors.CodemodeError:
     cls = _ERROR_CLASSES.get(error.kind, errors.CodemodeError)
     if error.kind == _wit.ErrorKind.NOT_FOUND and detail.get("what") == "server":
         cls = errors.ServerNotFoundError
+    elif error.kind == _wit.ErrorKind.UNAVAILABLE and detail.get("what") == "sampling":
+        cls = errors.SamplingUnavailableError
     elif error.kind == _wit.ErrorKind.INVALID_ARGUMENT and "errors" not in detail:
         cls = errors.CodemodeError
     return cls(error.message, error.hint, **detail)
@@ -53,6 +55,14 @@ def start_call(server_id: str, name: str, arguments: dict[str, Any], kind: _wit.
     isError), or a resource operation (then `name` is ignored); see the WIT ``call-kind``."""
     try:
         return _wit.start_call(server_id, name, json.dumps(arguments), kind)
+    except Err as err:
+        raise to_exception(err.value) from None
+
+
+def start_sample(prompt: str, system: str, max_tokens: int) -> int:
+    """Starts a sampling call (the model of whoever started the run); its JSON answer comes via `wait`."""
+    try:
+        return _wit.start_sample(prompt, system, max_tokens)
     except Err as err:
         raise to_exception(err.value) from None
 

@@ -20,7 +20,8 @@ Tree::
     ├── ToolCallError           the tool ran and reported an error (isError)
     ├── AuthenticationError     the server rejected or lacks credentials
     ├── ApprovalDeniedError     policy or the user refused the call
-    └── SandboxLimitError       a run limit fired (time, tool calls, payload size)
+    ├── SandboxLimitError       a run limit fired (time, tool calls, llm calls or tokens, payload size)
+    └── SamplingUnavailableError  llm.ask has no model to ask (the client or the CLI cannot sample)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "ApprovalDeniedError",
     "AuthenticationError",
     "CodemodeError",
+    "SamplingUnavailableError",
     "SandboxLimitError",
     "SchemaValidationError",
     "ServerNotFoundError",
@@ -101,3 +103,9 @@ class SandboxLimitError(CodemodeError):
     """A run limit fired: time, memory, tool calls or payload size."""
 
     default_hint = "Do less work per run, or ask for a higher limit."
+
+
+class SamplingUnavailableError(CodemodeError):
+    """`llm.ask` has no model to ask: the client does not support sampling, or the run has no client."""
+
+    default_hint = "Run through `wasmexec serve` with an MCP client that supports sampling."

@@ -64,12 +64,12 @@ def test_both_limit_modes_import_the_same_interfaces(runtime: Runtime) -> None:
     assert set(fuel.component.type.imports(fuel.engine)) == set(no_fuel.component.type.imports(no_fuel.engine))
 
 
-def test_the_host_interface_offers_only_catalog_start_call_and_wait(runtime: Runtime) -> None:
+def test_the_host_interface_offers_only_catalog_start_call_start_sample_and_wait(runtime: Runtime) -> None:
     prepared = runtime.prepare(True)
     host = _imports(runtime)[HOST_INTERFACE]
     members = set(host.ty.exports(prepared.engine))  # type: ignore[attr-defined]
     functions = members - {"error-kind", "host-error", "completion", "call-kind"}  # the WIT types
-    assert functions == {"catalog", "start-call", "wait"}
+    assert functions == {"catalog", "start-call", "start-sample", "wait"}
 
 
 # -- wasi:filesystem: no preopens ------------------------------------------------------------

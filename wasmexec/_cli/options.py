@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from wasmexec._limits import (
     DEFAULT_FUEL,
+    DEFAULT_MAX_LLM_CALLS,
+    DEFAULT_MAX_LLM_TOKENS,
     DEFAULT_MAX_RESULT_BYTES,
     DEFAULT_MAX_STDERR_BYTES,
     DEFAULT_MAX_STDOUT_BYTES,
@@ -114,6 +116,10 @@ def add_run_options(parser: argparse.ArgumentParser, *, ceilings: bool) -> None:
     )
     limits.add_argument("--max-tool-calls", type=int_option(0), metavar="N",
                         help=f"tool calls per run (default {DEFAULT_MAX_TOOL_CALLS})")  # fmt: skip
+    limits.add_argument("--max-llm-calls", type=int_option(0), metavar="N",
+                        help=f"codemode.llm.ask calls per run (default {DEFAULT_MAX_LLM_CALLS})")  # fmt: skip
+    limits.add_argument("--max-llm-tokens", type=int_option(0), metavar="N",
+                        help=f"tokens of llm.ask answers per run (default {DEFAULT_MAX_LLM_TOKENS})")  # fmt: skip
     limits.add_argument(
         "--workspace-mb",
         type=int_option(0, MAX_WORKSPACE_MB),
@@ -238,8 +244,8 @@ def limits_from_args(args: argparse.Namespace) -> Limits:
     from wasmexec._limits import Limits
 
     changes: dict[str, int | None] = {}
-    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes", "max_tool_calls", "workspace_mb",
-                   "workspace_files"):  # fmt: skip
+    for option in ("timeout_ms", "memory_mb", "fuel", "max_result_bytes", "max_tool_calls", "max_llm_calls",
+                   "max_llm_tokens", "workspace_mb", "workspace_files"):  # fmt: skip
         if getattr(args, option) is not None:
             changes[option] = getattr(args, option)
     if args.no_fuel:

@@ -44,7 +44,7 @@ from wasmtime.component import Record
 from wasmtime.component import _linker as wasmtime_linker
 from wasmtime.component._types import FuncType
 
-from wasmexec import _runstate
+from wasmexec import _runstate, _sampling
 from wasmexec._envelope import StopReason, valid_text  # a WIT string cannot carry a lone surrogate
 from wasmexec._runstate import RunState
 from wasmexec._toolhost import (
@@ -295,6 +295,20 @@ def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: 
     return _ok(handle)
 
 
+@_host_function(_error_result)
+def host_start_sample(store: Any, prompt: str, system: str, max_tokens: int) -> Any:
+    # The sizes were bounded by the trampoline; caps and the rest are checked in `_sampling`.
+    dropped = _take_dropped()
+    run = _current()
+    handle = run.sampling.admit(run, prompt, system, max_tokens, dropped)
+    try:
+        run.sampling.start(run, handle, prompt, system)
+    except BaseException:
+        run.release(handle)
+        raise
+    return _ok(handle)
+
+
 def _wait_failed(error: HostCallError, args: tuple[Any, ...]) -> list[Record]:
     # One error per handle (the bridge resolves its futures with it), or for handle 0 when the
     # list was dropped unread; handle 0 is never a call's.
@@ -384,6 +398,7 @@ _START_CALL_TRAMPOLINE = _trampoline(
     (MAX_NAME_CHARS * _MAX_UTF8_BYTES, MAX_NAME_CHARS * _MAX_UTF8_BYTES, MAX_PAYLOAD_BYTES)
 )
 _WAIT_TRAMPOLINE = _trampoline((MAX_WAIT_HANDLES, None))
+_START_SAMPLE_TRAMPOLINE = _trampoline((_sampling.MAX_PROMPT_BYTES, _sampling.MAX_SYSTEM_BYTES, None))
 
 
 def _add_func(instance: Any, name: str, func: Callable[..., Any], trampoline: Any = _PLAIN_TRAMPOLINE) -> None:
@@ -418,6 +433,7 @@ def register(linker: Any, monotonic_clock: str | None = None) -> None:
         _add_func(instance, "catalog", host_catalog, _CATALOG_TRAMPOLINE)
         _add_func(instance, "start-call", host_start_call, _START_CALL_TRAMPOLINE)
         _add_func(instance, "wait", host_wait, _WAIT_TRAMPOLINE)
+        _add_func(instance, "start-sample", host_start_sample, _START_SAMPLE_TRAMPOLINE)
     if monotonic_clock is None:
         return
     linker.allow_shadowing = True

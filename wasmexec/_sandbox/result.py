@@ -70,6 +70,14 @@ _LIMIT_MESSAGES: dict[str, tuple[str, str]] = {
         "The run made more tool calls than it may.",
         "Make fewer calls per run (batch, filter, or split the work).",
     ),
+    "llm_calls": (
+        "The run made more llm.ask calls than its limit of {max_llm_calls}.",
+        "Ask fewer, larger questions (batch items into one prompt), or ask for a higher max_llm_calls.",
+    ),
+    "llm_tokens": (
+        "The run's llm.ask answers used up its budget of {max_llm_tokens} tokens.",
+        "Ask for shorter answers (lower max_tokens), or ask for a higher max_llm_tokens.",
+    ),
     "payload_bytes": (
         "A tool call's arguments or answer were over the {max_payload_bytes} bytes one host call carries.",
         "Send or ask for less data per call (filter, paginate, lower detail).",
@@ -243,6 +251,8 @@ class ResultBuilder:
             max_payload_bytes=MAX_PAYLOAD_BYTES,
             workspace_mb=self.limits.workspace_mb,
             workspace_files=self.limits.workspace_files,
+            max_llm_calls=self.limits.max_llm_calls,
+            max_llm_tokens=self.limits.max_llm_tokens,
         )
         self.fail("SandboxLimitError", message, retryable=limit in _RETRYABLE)
         limit_name: LimitName = limit  # type: ignore[assignment]

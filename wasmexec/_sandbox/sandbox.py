@@ -17,6 +17,7 @@ from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
+from wasmexec._sampling import Sampler, Sampling
 from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import Runtime, default_runtime
@@ -156,18 +157,20 @@ class Sandbox:
         files: Mapping[str, InputValue] | None = None,
         workspace: str | os.PathLike[str] | None = None,
         skills: str | os.PathLike[str] | None = None,
+        sampler: Sampler | None = None,
     ) -> RunResult:
         """Runs `code` on a worker thread; a failing script is a result, never an exception.
 
         Cancelling the awaiting task stops the run promptly (its result is discarded).
-        `files`, `workspace` and `skills` are as in `run_sync`.
+        `files`, `workspace` and `skills` are as in `run_sync`; `sampler` answers `codemode.llm.ask`
+        (see `run_sync`).
         """
         import anyio
         import anyio.to_thread
 
         if self._limiter is None:  # no await since the check: one limiter per sandbox
             self._limiter = anyio.CapacityLimiter(self._max_concurrent_runs)  # async runs queue here, threadless
-        state = self._new_state(limits)
+        state = self._new_state(limits, sampler)
         state.approver, state.progress, state.on_output = approver, progress, on_output
         files_in = self._new_workspace(state.limits, files, workspace, skills)
         started, finished = threading.Event(), threading.Event()
@@ -201,6 +204,7 @@ class Sandbox:
         workspace: str | os.PathLike[str] | None = None,
         skills: str | os.PathLike[str] | None = None,
         pii_vault: PiiVault | None = None,
+        sampler: Sampler | None = None,
     ) -> RunResult:
         """Runs `code` on the calling thread and returns the run result.
 
@@ -208,6 +212,9 @@ class Sandbox:
         `progress` hears about each tool call; `control` lets another thread stop the run.
         `on_output` hears each piece of printed output, ``(level, text)``, as it is captured (within
         the output caps, unredacted; on the run thread: keep it quick and hand the text elsewhere).
+        `sampler` answers `codemode.llm.ask`: called (blocking, on a thread of its own) with
+        ``{"prompt", "system", "max_tokens"}``, secrets redacted, it returns the answer's text or
+        ``{"text", "tokens"?, "model"?}``; without one, ``llm.ask`` raises SamplingUnavailableError.
         `pii_vault` carries PII tokens over from earlier runs (a session's); by default the tool
         host makes a fresh one per run (see `wasmexec._tools.pii`).
 
@@ -237,7 +244,7 @@ class Sandbox:
         Raises:
             KeyboardInterrupt: SIGINT arrived during the run, which stopped cleanly.
         """
-        state = self._new_state(limits)
+        state = self._new_state(limits, sampler)
         state.approver, state.progress, state.on_output = approver, progress, on_output
         state.pii_vault = pii_vault
         files_in = self._new_workspace(state.limits, files, workspace, skills)
@@ -249,12 +256,17 @@ class Sandbox:
             raise KeyboardInterrupt
         return result
 
-    def _new_state(self, limits: Limits | None) -> RunState:
+    def _new_state(self, limits: Limits | None, sampler: Sampler | None = None) -> RunState:
         if self._closed:
             raise RuntimeError("this Sandbox is closed")
         if not isinstance(limits, (Limits, type(None))):
             raise TypeError(f"limits must be a Limits, not {type(limits).__name__}")
-        return RunState(limits=limits or self.limits, tools=self.tools, run_id=uuid.uuid4().hex)
+        return RunState(
+            limits=limits or self.limits,
+            tools=self.tools,
+            run_id=uuid.uuid4().hex,
+            sampling=Sampling(sampler, self.redactor, self.audit),
+        )
 
     def _new_workspace(
         self,

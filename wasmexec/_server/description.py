@@ -39,6 +39,8 @@ def description(ceilings: Limits) -> str:
         timeout=f"{ceilings.timeout_ms / 1000:g} s",
         memory=f"{ceilings.memory_mb} MiB",
         tool_calls=ceilings.max_tool_calls,
+        llm_calls=ceilings.max_llm_calls,
+        llm_tokens=ceilings.max_llm_tokens,
         stdout=_size(ceilings.max_stdout_bytes),
         result=_size(ceilings.max_result_bytes),
         workspace=_size(ceilings.workspace_bytes),
@@ -72,6 +74,9 @@ Function names: tool name split on . _ - and camelCase, joined by _, lowercased 
 help(gh.create_issue) shows parameters and what it returns (the output schema's TypedDict, or the \
 shapes observed in earlier results). Denied tools are not listed. MCP resources: await \
 gh.resources.list(), .read(uri), .templates().
+Ask the client's model: from codemode import llm; text = await llm.ask(prompt, system=None, \
+max_tokens=512) (at most {llm_calls} calls and {llm_tokens} answer tokens a run; \
+SamplingUnavailableError if the client cannot sample).
 
 Results are unwrapped, not wrapper objects: structuredContent if the tool returns it, else a single text \
 block as str, else the whole result dict; raw=True returns the whole MCP result ({{content, \
@@ -124,6 +129,8 @@ def input_schema(ceilings: Limits) -> dict[str, Any]:
             "timeout_ms": limit(ceilings.timeout_ms, 1, "Wall-clock limit in ms"),
             "memory_mb": limit(ceilings.memory_mb, MIN_MEMORY_MB, "Memory limit in MiB"),
             "max_tool_calls": limit(ceilings.max_tool_calls, 0, "Tool calls allowed"),
+            "max_llm_calls": limit(ceilings.max_llm_calls, 0, "llm.ask calls allowed"),
+            "max_llm_tokens": limit(ceilings.max_llm_tokens, 0, "Tokens of llm.ask answers allowed"),
             "servers": {"type": "array", "items": {"type": "string", "maxLength": MAX_SERVER_ID_CHARS},
                         "maxItems": MAX_SERVERS,
                         "description": "Server ids the code will use: connected before it starts."},

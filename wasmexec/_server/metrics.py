@@ -18,7 +18,7 @@ wasmexec_runs_in_flight            —         runs executing now
 wasmexec_runs_queued               —         admitted runs waiting for a slot
 wasmexec_breaker_state             server,   1 for each server's breaker state (closed,
                                    state     half_open, open), 0 for the others
-wasmexec_sampling_calls_total      outcome   ``codemode.llm`` calls (see `count_sampling`)
+wasmexec_sampling_calls_total      outcome   ``codemode.llm`` calls, from each run's tool_trace
 ================================== ========= ============================================
 """
 
@@ -32,6 +32,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from wasmexec._envelope import LimitName, RunResult
+from wasmexec._sampling import trace_outcome
 from wasmexec._server.admission import Admission
 
 #: Run durations: from a bare expression (milliseconds) to the longest timeouts.
@@ -99,6 +100,10 @@ class RunMetrics:
         if limit is not None and limit != "cancelled" and limit in _LIMITS:
             self.limit_hits.labels(limit=limit).inc()
         for call in result["tool_trace"]:
+            sampled = trace_outcome(call)
+            if sampled is not None:  # a codemode.llm call, not a tool's
+                self.count_sampling(sampled)
+                continue
             server = call["server_id"] if call["server_id"] in self._servers else OTHER_SERVER
             self.tool_calls.labels(server=server, outcome="ok" if call["ok"] else "error").inc()
 

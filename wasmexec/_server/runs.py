@@ -21,8 +21,10 @@ from typing import Any
 
 from wasmexec._envelope import Diagnostic, RunResult
 from wasmexec._limits import Limits
+from wasmexec._sampling import NO_CLIENT_SAMPLING, refusing_sampler
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
+from wasmexec._server.sampling import Sample
 from wasmexec._server.streaming import OutputStream
 from wasmexec._tools.pii import PiiVault
 from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
@@ -78,6 +80,7 @@ class ServerRun:
         caller: str | None,
         warnings: list[str],
         can_ask: bool,
+        can_sample: bool = False,
         ticket: Ticket | None = None,
         session: SessionRun | None = None,
     ) -> None:
@@ -89,10 +92,13 @@ class ServerRun:
         """Printed output not yet streamed to the client."""
         self._ticket = ticket if ticket is not None else own_slot()
         self.expires = time.monotonic() + job.limits.timeout_ms / 1000 + PAUSE_GRACE_S
-        self._events: queue.Queue[Approval | Done] = queue.Queue()
+        self._events: queue.Queue[Approval | Sample | Done] = queue.Queue()
+        self.pending: Approval | list[Sample] | None = None
+        """What a paused run waits on (2026 era): the client's retry answers it."""
         self._answers: queue.Queue[bool] = queue.Queue()
         self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
+        self._can_sample = can_sample
         self._thread = threading.Thread(target=self._work, args=(sandbox, job), daemon=True, name="wasmexec-run")
         self._deadline = time.monotonic() + job.limits.timeout_ms / 1000
 
@@ -101,6 +107,7 @@ class ServerRun:
 
     def _work(self, sandbox: Sandbox, job: Job) -> None:
         approver = self._approve if self._can_ask else None  # None: such calls are denied with a hint
+        sampler = self._sample if self._can_sample else refusing_sampler(*NO_CLIENT_SAMPLING)
         result: RunResult | BaseException
         with self._ticket:  # queued until a run slot is free (`wasmexec._server.admission`)
             workspace: Path | None = None
@@ -108,8 +115,8 @@ class ServerRun:
                 if self.session is not None:
                     workspace = self.session.store.checkout(self.session.session)
                 result = sandbox.run_sync(job.code, job.limits, approver=approver, progress=self._progress,
-                                          control=self.control, on_output=self.output.feed, files=job.files,
-                                          workspace=workspace,
+                                          sampler=sampler, control=self.control, on_output=self.output.feed,
+                                          files=job.files, workspace=workspace,
                                           pii_vault=self.session.pii_vault if self.session else None)  # fmt: skip
             except BaseException as exc:  # reported to the request, never lost in a thread
                 result = exc
@@ -152,6 +159,12 @@ class ServerRun:
         except queue.Empty:
             return False
 
+    def _sample(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The run's sampler (on its own thread): hands the request to the driving request, waits for the answer."""
+        event = Sample(request)
+        self._events.put(event)
+        return event.wait(self._deadline)
+
     def _progress(self, message: str) -> None:
         reporter = self._reporter
         if reporter is not None:
@@ -160,13 +173,25 @@ class ServerRun:
             except Exception:
                 pass
 
-    def drive(self, reporter: Callable[[str], None]) -> Approval | Done:
-        """Blocks until the next event: a call to approve, or the end of the run."""
+    def drive(self, reporter: Callable[[str], None]) -> Approval | Sample | Done:
+        """Blocks until the next event: a call to approve, a model to ask, or the end of the run."""
         self._reporter = reporter
         try:
             return self._events.get()
         finally:
             self._reporter = None
+
+    def queued_samples(self) -> list[Sample]:
+        """Takes the sampling requests already waiting behind the current event, to ask them in the same round."""
+        with self._events.mutex:
+            samples = [event for event in self._events.queue if isinstance(event, Sample)]
+            for sample in samples:
+                self._events.queue.remove(sample)
+        return samples
+
+    def remaining(self) -> float:
+        """Seconds until the run's deadline (never negative)."""
+        return max(0.0, self._deadline - time.monotonic())
 
     def answer(self, approved: bool) -> None:
         self._answers.put(approved)

@@ -56,6 +56,7 @@ from mcp.types import (
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
+from wasmexec._server import sampling
 from wasmexec._server.admission import DEFAULT_MAX_QUEUED_RUNS, Admission, busy_result
 from wasmexec._server.callers import caller_key
 from wasmexec._server.description import description, input_schema
@@ -84,7 +85,7 @@ MAX_TEXT_LOGS = 2_000
 #: How long connecting the servers a call names may take before the run starts without them.
 CONNECT_TIMEOUT_S = 30.0
 #: The arguments that are limits, by name: a call may lower each, up to the operator's value.
-LIMIT_ARGUMENTS = ("timeout_ms", "memory_mb", "max_tool_calls")
+LIMIT_ARGUMENTS = ("timeout_ms", "memory_mb", "max_tool_calls", "max_llm_calls", "max_llm_tokens")
 
 Context = ServerRequestContext[Any, Any]
 
@@ -205,7 +206,11 @@ class RunPythonServer:
             run = self._paused.resume(params.request_state, caller)
             if run is None:
                 raise MCPError(INVALID_PARAMS, "run_python: unknown or expired request_state; call run_python again")
-            run.answer(_approved(params.input_responses or {}))
+            responses = params.input_responses or {}
+            if isinstance(run.pending, list):
+                sampling.answer_all(run.pending, responses)
+            else:
+                run.answer(_approved(responses))
             return await self._drive(ctx, run)
         job = self.arguments(params.arguments or {})
         ticket = self.admission.admit()
@@ -223,7 +228,7 @@ class RunPythonServer:
                 can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
                 warnings = await self._connect(job.servers)
                 run = ServerRun(self.sandbox, job, caller=caller, warnings=warnings, can_ask=can_ask, session=session,
-                                ticket=ticket)  # fmt: skip
+                                can_sample=sampling.client_can_sample(ctx), ticket=ticket)  # fmt: skip
                 await ctx.session.report_progress(0, None, "running")
             except BaseException:  # cancelled before the run started: the session is free again
                 if session is not None:
@@ -309,13 +314,19 @@ class RunPythonServer:
     async def _until_done(
         self, ctx: Context, run: ServerRun, report: Callable[[str], None]
     ) -> Done | InputRequiredResult:
-        """Waits for the run's events; asks for approvals the way the client's era allows."""
-        event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
-        while isinstance(event, Approval):
-            if ctx.protocol_version.startswith("2026"):
-                return self._input_required(run, event.request)
-            run.answer(await self._elicit(ctx, event.request))
+        """Waits for the run's events; asks for approvals and samples the way the client's era allows."""
+        async with anyio.create_task_group() as asking:  # 2025 era: sampling requests go out in parallel
             event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+            while not isinstance(event, Done):
+                if ctx.protocol_version.startswith("2026"):
+                    return self._input_required(run, event)
+                if isinstance(event, sampling.Sample):
+                    asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
+                else:
+                    run.answer(await self._elicit(ctx, event.request))
+                event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+            asking.cancel_scope.cancel()  # the run is over: questions still out are moot
+        assert isinstance(event, Done)  # the task group never swallows an exception
         return event
 
     def _tool_result(self, result: RunResult, run: ServerRun) -> CallToolResult:
@@ -328,9 +339,14 @@ class RunPythonServer:
         content = [TextContent(type="text", text=render_text(result)), *self.resources.content(result)]
         return CallToolResult(content=content, structured_content=dict(result))
 
-    def _input_required(self, run: ServerRun, request: dict[str, Any]) -> InputRequiredResult:
+    def _input_required(self, run: ServerRun, event: Approval | sampling.Sample) -> InputRequiredResult:
         """The 2026-era way to ask: pause the run and let the client retry with the answer."""
-        question = ElicitRequest(params=ElicitRequestFormParams(message=_question(request),
+        if isinstance(event, sampling.Sample):
+            run.pending = samples = [event, *run.queued_samples()]
+            requests = sampling.input_requests(samples)
+            return InputRequiredResult(input_requests=requests, request_state=self._paused.pause(run))
+        run.pending = event
+        question = ElicitRequest(params=ElicitRequestFormParams(message=_question(event.request),
                                                                 requested_schema=APPROVAL_SCHEMA))  # fmt: skip
         return InputRequiredResult(input_requests={"approval": question}, request_state=self._paused.pause(run))
 

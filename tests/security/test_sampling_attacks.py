@@ -1,0 +1,76 @@
+"""The raw `start-sample` import is untrusted input with a budget, like every host function.
+
+The calls below bypass `codemode.llm` (as an attacker would) and must be refused by size or
+range before the host decodes, redacts or sends anything, without the host allocating much
+more than the guest sent, and a run looping past the call cap must not grow the trace.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+from typing import Any
+
+from tests.helpers import data_of
+from wasmexec import Limits, Runtime, Sandbox
+from wasmexec._sampling import MAX_SYSTEM_BYTES
+
+RAW = """
+from wit_world.imports import host
+from componentize_py_types import Err
+{setup}
+try:
+    result = ["ok", {call}]
+except Err as err:
+    result = ["err", err.value.kind.name, err.value.message[:300]]
+"""
+
+
+class Model:
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        self.requests.append(request)
+        return "a"
+
+
+def test_an_80_mb_prompt_is_dropped_unread_and_refused(runtime: Runtime) -> None:
+    code = RAW.format(setup="prompt = 'x' * 80_000_000", call="host.start_sample(prompt, '', 5)")
+    sandbox, model = Sandbox(Limits(timeout_ms=15_000, memory_mb=512), runtime=runtime), Model()
+    tracemalloc.start()
+    try:
+        result = sandbox.run_sync(code, sampler=model)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    outcome = data_of(result)
+    assert outcome[:2] == ["err", "LIMIT_EXCEEDED"] and "the prompt is 80000000 bytes" in outcome[2]
+    assert model.requests == [] and peak < 10_000_000, peak  # never lifted into Python
+
+
+def test_an_oversized_system_prompt_and_a_zero_max_tokens_are_refused(runtime: Runtime) -> None:
+    sandbox, model = Sandbox(Limits(timeout_ms=15_000), runtime=runtime), Model()
+    system = RAW.format(setup=f"system = 's' * {MAX_SYSTEM_BYTES + 1}", call="host.start_sample('p', system, 5)")
+    zero = RAW.format(setup="", call="host.start_sample('p', '', 0)")
+    assert data_of(sandbox.run_sync(system, sampler=model))[:2] == ["err", "LIMIT_EXCEEDED"]
+    assert data_of(sandbox.run_sync(zero, sampler=model))[:2] == ["err", "INVALID_ARGUMENT"]
+    assert model.requests == []
+
+
+def test_a_loop_past_the_call_cap_leaves_one_refused_entry(runtime: Runtime) -> None:
+    code = """
+from wit_world.imports import host
+from componentize_py_types import Err
+refused = 0
+for _ in range(10_000):
+    try:
+        host.start_sample('p', '', 1)
+    except Err:
+        refused += 1
+result = refused
+"""
+    sandbox, model = Sandbox(Limits(timeout_ms=15_000, max_llm_calls=2), runtime=runtime), Model()
+    result = sandbox.run_sync(code, sampler=model)
+    assert data_of(result) == 9_998
+    _, _, refused = result["tool_trace"]  # the two within the cap, and one refusal for the whole loop
+    assert refused["error"].startswith("limit-exceeded: this run may make at most 2 llm.ask calls")
