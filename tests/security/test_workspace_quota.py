@@ -89,3 +89,15 @@ def test_an_in_place_workspace_already_over_the_limit_does_not_run(runtime: Runt
     result = sandbox.run_sync("print('ran')", workspace=tmp_path)
     assert limit_of(result) == "workspace_files"
     assert result["logs"] == []
+
+
+def test_a_run_directory_used_again_starts_empty_and_is_still_watched(sandbox: Sandbox) -> None:
+    # A run that leaves nothing gives its directory (and inotify instance) back to the pool.
+    for _ in range(6):
+        assert (
+            sandbox.run_sync("import os\nopen('x', 'w').write('1')\nos.remove('x')\nos.listdir('.')")["artifacts"] == []
+        )
+    assert limit_of(sandbox.run_sync(FLOODS["one big file"][1])) == "workspace_bytes"
+    for _ in range(6):
+        after = sandbox.run_sync("import os\n[os.listdir('.'), os.listdir('/tmp')]")
+        assert after["result"]["data"] == [[], []]
