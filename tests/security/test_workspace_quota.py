@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,27 @@ def test_a_run_directory_used_again_starts_empty_and_is_still_watched(sandbox: S
     for _ in range(6):
         after = sandbox.run_sync("import os\n[os.listdir('.'), os.listdir('/tmp')]")
         assert after["result"]["data"] == [[], []]
+
+
+def _inotify_instances() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += "inotify" in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return count
+
+
+def test_runs_that_fail_in_every_way_leak_no_inotify_instance(sandbox: Sandbox, tmp_path: Path) -> None:
+    (tmp_path / "sub").symlink_to("..")
+    default_pool().wait_idle()
+    before = _inotify_instances()
+    for _ in range(10):
+        with pytest.raises(ValueError):
+            sandbox.run_sync("1", files={"sub/x": "x"}, workspace=tmp_path)
+        sandbox.run_sync(FLOODS["many small files"][1])
+        sandbox.run_sync("open('kept', 'w').write('x')")
+        sandbox.run_sync("1")
+    default_pool().wait_idle()
+    assert _inotify_instances() <= before + 4  # at most one per spare run directory

@@ -79,12 +79,16 @@ class RunDirPool:
         self._work.put((run_dir, first))
 
     def give_back(self, run_dir: RunDir) -> None:
-        """Returns a directory the caller checked is empty (both parts) to the spares; else removes it."""
+        """Returns a directory the caller checked is empty (both parts) to the spares, to be taken next.
+
+        It is worth more than a new spare (its inotify instance is set up): when the spares are
+        full, the oldest spare goes instead.
+        """
         with self._lock:
-            if len(self._ready) < self._spares:
-                self._ready.append(run_dir)
-                return
-        self.release(run_dir, run_dir.watcher.close if run_dir.watcher is not None else None)
+            self._ready.append(run_dir)
+            extra = self._ready.pop(0) if len(self._ready) > self._spares else None
+        if extra is not None:
+            self.release(extra, extra.watcher.close if extra.watcher is not None else None)
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
         """Waits until every directory released so far is removed; False on timeout."""

@@ -216,6 +216,13 @@ class RunWorkspace:
             run_dir.watcher = quota.detach() if quota is not None else None
             self.pool.give_back(run_dir)
         elif run_dir is not None:
-            self.pool.release(run_dir, quota.close if quota is not None else None)
+            unused, run_dir.watcher = run_dir.watcher, None  # still attached if prepare() failed early
+
+            def close() -> None:
+                for closable in (quota, unused):
+                    if closable is not None:
+                        closable.close()
+
+            self.pool.release(run_dir, close)
         elif quota is not None:
             quota.close()
