@@ -64,9 +64,9 @@ class RunDirPool:
             ready = self._ready.pop() if self._ready else None
             self._start_reaper()
         if ready is None:
+            self._work.put(None)  # out of spares: make some for the next runs
             return self._make()
-        self._work.put(None)  # make a spare to replace it
-        return ready
+        return ready  # replaced when it is removed (`release`), or back itself (`give_back`)
 
     def release(self, run_dir: RunDir, first: Callable[[], None] | None = None) -> None:
         """Removes `run_dir` soon, on the reaper thread (everything in it, symlinks never followed).
