@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,39 @@ def test_an_in_place_workspace_already_over_the_limit_does_not_run(runtime: Runt
     result = sandbox.run_sync("print('ran')", workspace=tmp_path)
     assert limit_of(result) == "workspace_files"
     assert result["logs"] == []
+
+
+def test_a_run_directory_used_again_starts_empty_and_is_still_watched(sandbox: Sandbox) -> None:
+    # A run that leaves nothing gives its directory (and inotify instance) back to the pool.
+    for _ in range(6):
+        assert (
+            sandbox.run_sync("import os\nopen('x', 'w').write('1')\nos.remove('x')\nos.listdir('.')")["artifacts"] == []
+        )
+    assert limit_of(sandbox.run_sync(FLOODS["one big file"][1])) == "workspace_bytes"
+    for _ in range(6):
+        after = sandbox.run_sync("import os\n[os.listdir('.'), os.listdir('/tmp')]")
+        assert after["result"]["data"] == [[], []]
+
+
+def _inotify_instances() -> int:
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += "inotify" in os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            pass
+    return count
+
+
+def test_runs_that_fail_in_every_way_leak_no_inotify_instance(sandbox: Sandbox, tmp_path: Path) -> None:
+    (tmp_path / "sub").symlink_to("..")
+    default_pool().wait_idle()
+    before = _inotify_instances()
+    for _ in range(10):
+        with pytest.raises(ValueError):
+            sandbox.run_sync("1", files={"sub/x": "x"}, workspace=tmp_path)
+        sandbox.run_sync(FLOODS["many small files"][1])
+        sandbox.run_sync("open('kept', 'w').write('x')")
+        sandbox.run_sync("1")
+    default_pool().wait_idle()
+    assert _inotify_instances() <= before + 4  # at most one per spare run directory

@@ -53,13 +53,20 @@ class Quota:
     """
 
     def __init__(
-        self, roots: Sequence[int], max_bytes: int, max_entries: int, scan_budget_s: float = SCAN_BUDGET_S
+        self,
+        roots: Sequence[int],
+        max_bytes: int,
+        max_entries: int,
+        scan_budget_s: float = SCAN_BUDGET_S,
+        watcher: Inotify | None = None,
     ) -> None:
         """
         Args:
             roots: descriptors of the directories to count (kept open by the caller).
             max_bytes: the byte limit; max_entries: the entry limit.
             scan_budget_s: without inotify, a walk slower than this spaces the next walks out.
+            watcher: an inotify instance to use again (its pending events are dropped: the
+                first count walks everything anyway); by default a new one.
         """
         self._roots = list(roots)
         self._scan_budget_s = scan_budget_s
@@ -74,16 +81,20 @@ class Quota:
         self._root_paths: tuple[str, ...] | None = None
         self._vanished: set[Key] = set()  # names written to after their deletion, already looked for
         self._look_for_orphans = False
-        self._watcher: Inotify | None = None
+        self._watcher: Inotify | None = watcher
         self._skip = 0
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> StopReason | None:
         """Counts what the roots hold now and starts watching; a reason if that is already over a limit."""
-        try:
-            self._watcher = Inotify()
-        except OSError:
-            self._watcher = None  # scan on every check instead
+        if self._watcher is not None:
+            for _ in self._watcher.events():
+                pass  # left from the directory's last run
+        else:
+            try:
+                self._watcher = Inotify()
+            except OSError:
+                self._watcher = None  # scan on every check instead
         self._rescan()
         return self._verdict()
 
@@ -92,6 +103,11 @@ class Quota:
         if self._watcher is not None:
             self._watcher.close()
             self._watcher = None
+
+    def detach(self) -> Inotify | None:
+        """Stops counting and hands over the inotify instance (to watch the same directories again)."""
+        watcher, self._watcher = self._watcher, None
+        return watcher
 
     @property
     def bytes(self) -> int:

@@ -114,6 +114,8 @@ class RunWorkspace:
         self._tmp_fd = -1
         self._before: dict[tuple[str, ...], _artifacts.Signature] = {}
         self._quota: Quota | None = None
+        self._left_empty = False
+        """`collect` found both parts of a run directory empty: it can serve another run."""
 
     @property
     def directory(self) -> Path:
@@ -153,7 +155,10 @@ class RunWorkspace:
                 name, why = "/".join(parts), exc.strerror or exc
                 raise InputError(f"files: cannot write {name!r} into the workspace ({why}; a symlink "
                                  "or a file where a directory should be is never followed)") from None  # fmt: skip
-        self._quota = Quota([self._root_fd, self._tmp_fd], self.limits.workspace_bytes, self.limits.workspace_files)
+        watcher = None if self.in_place is not None else self.run_dir.watcher  # it watched the run dir only
+        self.run_dir.watcher = None
+        self._quota = Quota([self._root_fd, self._tmp_fd], self.limits.workspace_bytes, self.limits.workspace_files,
+                            watcher=watcher)  # fmt: skip
         reason = self._quota.start()
         if reason is None:
             usage = _artifacts.survey(self._root_fd, self.limits.workspace_files)
@@ -184,6 +189,7 @@ class RunWorkspace:
         """
         usage = _artifacts.survey(self._root_fd, self.limits.workspace_files)
         tmp = _artifacts.survey(self._tmp_fd, self.limits.workspace_files)
+        self._left_empty = self.in_place is None and usage.entries == 0 and tmp.entries == 0
         reason: StopReason | None = None
         if usage.over_cap or usage.entries + tmp.entries > self.limits.workspace_files:
             reason = "workspace_files"
@@ -205,8 +211,18 @@ class RunWorkspace:
             if fd >= 0:
                 os.close(fd)
         self._root_fd = self._tmp_fd = -1
-        if self.run_dir is not None:
-            self.pool.release(self.run_dir, quota.close if quota is not None else None)
-            self.run_dir = None
+        run_dir, self.run_dir = self.run_dir, None
+        if run_dir is not None and self._left_empty:  # the guest is gone and left nothing: use it again
+            run_dir.watcher = quota.detach() if quota is not None else None
+            self.pool.give_back(run_dir)
+        elif run_dir is not None:
+            unused, run_dir.watcher = run_dir.watcher, None  # still attached if prepare() failed early
+
+            def close() -> None:
+                for closable in (quota, unused):
+                    if closable is not None:
+                        closable.close()
+
+            self.pool.release(run_dir, close)
         elif quota is not None:
             quota.close()
