@@ -56,10 +56,9 @@ def _size(count: int) -> str:
 
 
 _DESCRIPTION = """\
-Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. No network or processes; \
-only the standard library (json, re, datetime, zoneinfo, collections, itertools, math, \
-statistics, decimal, csv, textwrap, difflib, hashlib, base64, gzip, asyncio, …). socket, \
-subprocess, threading, ctypes, sqlite3, bz2, lzma and third-party packages do not exist.
+Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. Only the standard library \
+(json, re, datetime, zoneinfo, collections, math, statistics, csv, asyncio, …); no network, \
+processes, threads, sqlite3 or third-party packages.
 
 Find tools, then call them (top-level await works; calls are async):
   from codemode import discovery
@@ -71,34 +70,30 @@ Find tools, then call them (top-level await works; calls are async):
   import asyncio
   a, b = await asyncio.gather(gh.get_issue(number=1), gh.get_issue(number=2))  # concurrent
 Function names: tool name split on . _ - and camelCase, joined by _, lowercased (getUser -> get_user).
-help(gh.create_issue) shows parameters and what it returns (the output schema's TypedDict, or the \
-shapes observed in earlier results). Denied tools are not listed. MCP resources: await \
-gh.resources.list(), .read(uri), .templates().
-Ask the client's model: from codemode import llm; text = await llm.ask(prompt, system=None, \
-max_tokens=512) (at most {llm_calls} calls and {llm_tokens} answer tokens a run; \
-SamplingUnavailableError if the client cannot sample).
+help(gh.create_issue) shows parameters and the return type (output schema, or shapes seen before). \
+Denied tools are not listed. Resources: await gh.resources.list(), .read(uri), .templates().
+The client's model: from codemode import llm; text = await llm.ask(prompt, system=None, max_tokens=512) \
+(SamplingUnavailableError if the client cannot sample).
 
-Results are unwrapped, not wrapper objects: structuredContent if the tool returns it, else a single text \
-block as str, else the whole result dict; raw=True returns the whole MCP result ({{content, \
-structuredContent, isError}}) instead, without raising on isError. Return data by assigning \
-`result = ...` (or end with an expression); print() goes to logs.
+Results are unwrapped: structuredContent if the tool returns it, else a single text block as str, else \
+the whole result dict; raw=True returns the whole MCP result ({{content, structuredContent, isError}}) \
+without raising on isError. Return data by assigning `result = ...` (or end with an expression); \
+print() goes to logs.
 
-Files: the code runs in /workspace; `files` puts inputs there. Files it writes come back as artifacts \
-(result.artifacts, MCP resources; small images and text inline). `session: true` keeps /workspace for \
-later calls that pass the returned session_id (files persist, variables do not); \
-/workspace/skills/*.py and /skills/*.py import as skills.<name>.
+Files: the code runs in /workspace; `files` puts inputs there; files it writes come back as artifacts \
+(result.artifacts, MCP resources). `session: true` keeps /workspace for later calls that pass the \
+returned session_id (files persist, variables do not); /workspace/skills/*.py and /skills/*.py import \
+as skills.<name>.
 
-Errors (from codemode.errors, each with .hint): SchemaValidationError (bad arguments; .errors has \
-JSON pointers and an example), ToolNotFoundError / ServerNotFoundError (with suggestions), \
-ToolCallError (the tool failed), ApprovalDeniedError (the user or policy refused: do not retry), \
-SandboxLimitError; .retryable is true when trying again later may work (timeouts, unavailable \
-servers). A failing script still returns a result: read result.error and diagnostics \
-(code, message, hint, line).
+Errors (codemode.errors, each with .hint and .retryable): SchemaValidationError (bad arguments; \
+.errors has JSON pointers and an example), ToolNotFoundError / ServerNotFoundError (with suggestions), \
+ToolCallError, ApprovalDeniedError (refused: do not retry), SandboxLimitError. A failing script still \
+returns a result: read result.error and diagnostics (code, message, hint, line).
 
-Limits (also the most a call may ask for with timeout_ms, memory_mb and max_tool_calls): {timeout} \
-wall clock, {memory} memory, {tool_calls} tool calls, {stdout} of stdout, {result} result, {workspace} and \
-{workspace_files} files in /workspace. Keep results small: \
-filter and aggregate inside the sandbox instead of returning raw data."""
+Limits (a call may lower those it can pass as arguments): {timeout} wall clock, {memory} memory, \
+{tool_calls} tool calls, {llm_calls} llm.ask calls and {llm_tokens} answer tokens, {stdout} of stdout, \
+{result} result, {workspace} and {workspace_files} files in /workspace. Keep results small: filter and \
+aggregate inside the sandbox."""
 
 #: The description with the default limits (what `wasmexec serve` without limit options lists).
 DESCRIPTION = description(Limits())
