@@ -5,15 +5,17 @@ protocol 2025-11-25 through the TypeScript SDK's client. Each scenario that appl
 reference fixtures is one test here, and must pass with no FAILURE and no WARNING check.
 
 Scenarios that apply (APPLICABLE): server-initialize, ping, tools-list (every tool has a name, a description and
-an inputSchema), server-sse-multiple-streams (three concurrent POST SSE streams in one session) and
+an inputSchema), logging-set-level (streamed output as log notifications), resources-list (artifacts are
+resources; the caller's list), server-sse-multiple-streams (three concurrent POST SSE streams in one session) and
 dns-rebinding-protection (a foreign Host/Origin gets a 4xx, a loopback one a 2xx).
 
 Scenarios that do not apply, and why (they are listed in expected-failures.yml, which the full-suite test
 checks, so that a scenario that starts passing or a new one is noticed):
-- capabilities wasmexec does not declare (it declares only `tools`; these get -32601 Method not found):
-  logging-set-level (logging/setLevel), completion-complete (completion/complete, on the fixture prompt
+- capabilities wasmexec does not declare (it declares `tools`, `logging` and `resources` without
+  subscriptions or templates; these get -32601 Method not found or a resource the fixture names is not there):
+  completion-complete (completion/complete, on the fixture prompt
   test_prompt_with_arguments), tools-call-with-logging (sets the log level first, then calls the fixture tool
-  test_tool_with_logging), resources-list, resources-read-text (test://static-text), resources-read-binary
+  test_tool_with_logging), resources-read-text (test://static-text), resources-read-binary
   (test://static-binary), resources-templates-read (test://template/123/data), resources-subscribe and
   resources-unsubscribe (test://watched-resource), prompts-list, prompts-get-simple (test_simple_prompt),
   prompts-get-with-args (test_prompt_with_arguments), prompts-get-embedded-resource
@@ -50,6 +52,8 @@ APPLICABLE: dict[str, set[str]] = {
     "server-initialize": {"server-initialize"},
     "ping": {"ping"},
     "tools-list": {"tools-list"},
+    "logging-set-level": {"logging-set-level"},
+    "resources-list": {"resources-list"},
     "server-sse-multiple-streams": {"server-accepts-multiple-post-streams", "server-sse-streams-functional"},
     "dns-rebinding-protection": {"localhost-host-rebinding-rejected", "localhost-host-valid-accepted"},
 }
