@@ -69,13 +69,15 @@ def list_tools(server_id: str, detail: str = "description") -> list[dict[str, An
     return _host.catalog("list_tools", {"server_id": server_id, "detail": detail})  # type: ignore[no-any-return]
 
 
-def get_tool(server_id: str, tool_name: str) -> dict[str, Any]:
-    """One tool at full detail: schemas, Python ``signature``, ``return_type`` and ``docstring``.
+def get_tool(server_id: str, tool_name: str, detail: str = "full") -> dict[str, Any]:
+    """One tool, by default at full detail: schemas, Python ``signature``, ``return_type`` and ``docstring``.
 
-    ``tool_name`` may be the protocol name or the Python name.
+    ``tool_name`` may be the protocol name or the Python name; ``detail`` may also be "name" or
+    "description", as in `list_tools`.
     Example: ``print(discovery.get_tool("github", "create_issue")["signature"])``
     """
-    return _host.catalog("get_tool", {"server_id": server_id, "tool_name": tool_name})  # type: ignore[no-any-return]
+    request = {"server_id": server_id, "tool_name": tool_name, "detail": detail}
+    return _host.catalog("get_tool", request)  # type: ignore[no-any-return]
 
 
 def search_tools(

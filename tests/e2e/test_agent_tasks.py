@@ -137,7 +137,7 @@ def test_count_commits_per_author(world: dict[str, Path]) -> None:
     code = f"""
 from collections import Counter
 from codemode import discovery
-tool = discovery.get_tool("git", "git_log")
+tool = discovery.get_tool("git", "git_log", detail="full")
 assert "max_count" in tool["input_schema"]["properties"], tool["input_schema"]
 import servers.git as git
 log = await git.git_log(repo_path={str(world["repo"])!r}, max_count=1000)

@@ -200,3 +200,18 @@ def test_pre_approved_tools_do_not_say_they_need_approval(tmp_path: Path) -> Non
     with _broker(tmp_path, policy=Policy(pre_approved=("tools.wipe",))) as broker:
         listed = {t["tool_name"]: t for t in broker.catalog(_run(broker), "list_tools", {"server_id": "tools"})}
     assert listed["wipe"]["needs_approval"] is False
+
+
+def test_get_tool_takes_a_detail_level_and_defaults_to_full(tmp_path: Path) -> None:
+    with _shapes_broker(tmp_path) as broker:
+        run = _run(broker)
+        full = broker.catalog(run, "get_tool", {"server_id": "tools", "tool_name": "read_file", "detail": "full"})
+        short = broker.catalog(run, "get_tool", {"server_id": "tools", "tool_name": "read_file", "detail": "name"})
+        try:
+            broker.catalog(run, "get_tool", {"server_id": "tools", "tool_name": "read_file", "detail": "all"})
+        except HostCallError as error:
+            refused = error
+        run.finish()
+    assert full == _get_tool(broker, "read_file") and "docstring" in full and "input_schema" in full
+    assert "docstring" not in short and "input_schema" not in short and short["tool_name"] == "read_file"
+    assert refused.kind == "invalid-argument" and "detail must be one of" in refused.message

@@ -299,9 +299,11 @@ class Broker:
         if op == "list_tools":
             server_id = catalog.server_id(_text(request, "server_id"))
             return [catalog.tool_view(entry, detail) for entry in catalog.tools(server_id).values()]
-        if op == "get_tool":
+        if op == "get_tool":  # full detail unless the code asks for less
             entry = catalog.tool(_text(request, "server_id"), _text(request, "tool_name"))
-            return {**catalog.tool_view(entry, "full", with_server=True), "docstring": catalog.docstring(entry)}
+            level = request.get("detail", "full")
+            view = catalog.tool_view(entry, level, with_server=True)
+            return {**view, "docstring": catalog.docstring(entry)} if level == "full" else view
         if op == "search_tools":
             limit = request.get("limit", DEFAULT_SEARCH_LIMIT)
             if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
