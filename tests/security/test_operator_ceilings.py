@@ -1,7 +1,7 @@
 """The operator's limits are ceilings: a client of `wasmexec serve` can lower them, never raise them.
 
 A real `mcp` client (both protocol eras) drives `wasmexec serve --max-tool-calls 3 --memory-mb 64
---timeout-ms 2000` over stdio, as an agent would.
+--timeout-ms 8000` over stdio, as an agent would.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from wasmexec import Limits, Runtime
 from wasmexec._server.description import input_schema
 
 MODES = ["legacy", "auto"]
-CEILINGS = {"timeout_ms": 2000, "memory_mb": 64, "max_tool_calls": 3}
+CEILINGS = {"timeout_ms": 8000, "memory_mb": 64, "max_tool_calls": 3}
 #: Fits under 64 MiB beside the interpreter (about 30 MiB), not under 32 MiB.
 ALLOCATE_20_MIB = "b = bytearray(20 * 1024 * 1024)\nresult = len(b)"
 CALLS = "import servers.slow as s\nfor _ in range({n}):\n    await s.sleep_for(seconds=0)\nresult = 'done'"
@@ -79,7 +79,7 @@ def test_the_listed_input_schema_states_the_operators_maxima(params: StdioServer
 @pytest.mark.parametrize("mode", MODES)
 def test_a_client_cannot_raise_a_limit_above_the_operators(params: StdioServerParameters, mode: str) -> None:
     attempts = [{"max_tool_calls": 10_000}, {"memory_mb": 4095}, {"timeout_ms": 60_000}, {"max_tool_calls": 4},
-                {"memory_mb": 65}, {"timeout_ms": 2001}]  # fmt: skip
+                {"memory_mb": 65}, {"timeout_ms": 8001}]  # fmt: skip
 
     async def body(client: Client) -> list[tuple[str, int, str]]:
         refused = []
