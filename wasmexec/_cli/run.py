@@ -52,7 +52,8 @@ def command_run(args: argparse.Namespace) -> int:
         if config is not None and config.servers:
             broker = stack.enter_context(opened_broker(args, config, policy, audit))
             tools, redactor = broker, broker.redactor
-        sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit)
+        sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
+                          profile=args.profile)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
         control = RunControl()
         with _ctrl_c_stops(control) as interrupted:

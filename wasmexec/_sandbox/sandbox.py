@@ -24,6 +24,11 @@ from wasmexec._toolhost import NoTools, ToolHost
 if TYPE_CHECKING:
     import anyio
 
+    from wasmexec._science.runtime import ScienceRuntime
+
+#: The guest images a Sandbox can run: the default one, and numpy/pandas (``pip install "wasmexec[science]"``).
+PROFILES = ("default", "science")
+
 #: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
 DEFAULT_MAX_CONCURRENT_RUNS = 8
 
@@ -68,12 +73,13 @@ class Sandbox:
         self,
         limits: Limits | None = None,
         *,
-        runtime: Runtime | None = None,
+        runtime: Runtime | ScienceRuntime | None = None,
         cache_dir: Path | str | None = None,
         redactor: Redactor | None = None,
         tools: ToolHost | None = None,
         max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS,
         audit: AuditLog | None = None,
+        profile: str = "default",
     ) -> None:
         """
         Args:
@@ -84,11 +90,27 @@ class Sandbox:
             tools: answers discovery and tool calls (the broker); none by default.
             max_concurrent_runs: runs executing at once; later ones queue.
             audit: records one line per run (digests, outcome, counts; never the code or data).
+            profile: the guest image: "default", or "science" (numpy, pandas, matplotlib; built
+                beforehand with ``wasmexec build --profile science``).
         """
         self.limits = limits or Limits()
+        self._execute_in: Callable[..., tuple[RunResult, int]] = execute
+        if profile == "science":  # imported only when asked for: the default path stays as it was
+            from wasmexec._science.run import execute as execute_science
+            from wasmexec._science.runtime import ScienceRuntime, default_science_runtime
+
+            if runtime is None:
+                runtime = ScienceRuntime(cache_dir) if cache_dir is not None else default_science_runtime()
+            self._execute_in = execute_science
+        elif profile != "default":
+            raise ValueError(f"unknown profile {profile!r}; the profiles are {', '.join(PROFILES)}")
         if runtime is None:
             runtime = Runtime(cache_dir) if cache_dir is not None else default_runtime()
-        self.runtime = runtime
+        if getattr(runtime, "profile", "default") != profile:
+            raise ValueError(f"the runtime given is of profile {getattr(runtime, 'profile', 'default')!r}, "
+                             f"not {profile!r}")  # fmt: skip
+        self.profile = profile
+        self.runtime: Runtime | ScienceRuntime = runtime
         self.redactor = redactor if redactor is not None else Redactor()
         self.tools: ToolHost = tools if tools is not None else NoTools()
         self._max_concurrent_runs = max_concurrent_runs
@@ -210,7 +232,9 @@ class Sandbox:
         redactions = 0
         try:
             with self._slots:
-                result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state)
+                result, redactions = self._execute_in(
+                    self.runtime, code, state.limits, self.tools, self.redactor, state
+                )
         except BaseException as exc:  # the run raised (an interrupt, a guest that cannot load): audit it anyway
             result = host_error_result(state, exc)
             raise
