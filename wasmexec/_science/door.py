@@ -162,7 +162,8 @@ def _serve(caller: Caller, ptr: int, length: int, out_ptr_ptr: int, out_len_ptr:
         reply = _error("limit-exceeded", f"the request is {length} bytes; at most {run.max_request_bytes} "
                        "bytes cross the door at once", "payload_bytes")  # fmt: skip
     else:
-        request = ctypes.string_at(memory.data_ptr(caller), size)[ptr : ptr + length] if length else b""
+        base = ctypes.cast(memory.data_ptr(caller), ctypes.c_void_p).value or 0
+        request = ctypes.string_at(base + ptr, length) if length else b""  # just the request, in range
         reply = answer(run, request)
     data = json.dumps(reply, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     pointer = alloc(caller, len(data))
