@@ -39,10 +39,10 @@ from codemode import discovery
 import servers.slow as slow
 names = [server["server_id"] for server in discovery.list_servers()]
 values = await asyncio.gather(*(slow.sleep_for(seconds=0.2) for _ in range(3)))
-result = {"servers": names, "total": float(np.sum(values))}
+result = {"servers": names, "total": float(np.sum([value["result"] for value in values]))}
 """
     result = tool_science.run_sync(code)
-    assert result["result"]["ok"], result
+    assert result["result"]["ok"], (result["result"], result["diagnostics"], result["logs"])
     assert result["result"]["data"] == {"servers": ["slow"], "total": pytest.approx(0.6)}
     assert [(entry["tool_name"], entry["ok"]) for entry in result["tool_trace"]] == [("sleep_for", True)] * 3
     assert result["result"]["metrics"]["tool_calls"] == 3
