@@ -8,8 +8,8 @@ import time
 import pytest
 
 from wasmexec import Limits, Sandbox
-from wasmexec._exceptions import BuildError
 from wasmexec._envelope import RunResult
+from wasmexec._exceptions import BuildError
 from wasmexec._science.runtime import ScienceRuntime
 
 

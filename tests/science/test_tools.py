@@ -20,8 +20,12 @@ SERVERS = Path(__file__).resolve().parent.parent / "servers"
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     tmp = tmp_path_factory.mktemp("broker")
     config = {"mcpServers": {"slow": {"command": sys.executable, "args": [str(SERVERS / "slow.py")]}}}
-    with (tmp / "servers.log").open("w") as errlog, Broker(parse_config(config), cache_path=tmp / "schemas.json",
-                                                           errlog=errlog, warn=lambda message: None) as broker:  # fmt: skip
+    with (
+        (tmp / "servers.log").open("w") as errlog,
+        Broker(
+            parse_config(config), cache_path=tmp / "schemas.json", errlog=errlog, warn=lambda message: None
+        ) as broker,
+    ):
         yield broker
 
 
@@ -62,6 +66,7 @@ except errors.CodemodeError as exc:
 
 
 def test_the_deadline_stops_a_run_waiting_on_a_tool(tool_science: Sandbox) -> None:
-    result = tool_science.run_sync("import servers.slow as slow\nawait slow.sleep_for(seconds=20)", Limits(timeout_ms=1_500))
+    code = "import servers.slow as slow\nawait slow.sleep_for(seconds=20)"
+    result = tool_science.run_sync(code, Limits(timeout_ms=1_500))
     assert not result["result"]["ok"]
     assert result["diagnostics"][-1].get("limit") == "timeout", result

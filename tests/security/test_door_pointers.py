@@ -20,11 +20,12 @@ from wasmexec._sandbox import hostcalls
 from wasmexec._science import door
 from wasmexec._toolhost import NoTools
 
-# One page of memory; host_alloc hands out 64 bytes at 1024 (or returns what the test set in global $lie).
+# 150 pages of memory (past the door's request bound); host_alloc hands out 64 bytes at 1024, or what
+# the test set in global $lie.
 WAT = """
 (module
   (import "host" "call" (func $call (param i32 i32 i32 i32) (result i32)))
-  (memory (export "memory") 1)
+  (memory (export "memory") 150)
   (global $lie (mut i32) (i32.const 0))
   (func (export "set_lie") (param i32) (global.set $lie (local.get 0)))
   (func (export "host_alloc") (param i32) (result i32)
@@ -33,6 +34,7 @@ WAT = """
     (call $call (local.get 0) (local.get 1) (local.get 2) (local.get 3))))
 """
 PAGE = 65536
+MEMORY = 150 * PAGE
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +75,9 @@ def test_a_request_is_answered_in_memory_the_guest_allocated(linked: tuple[Engin
 @pytest.mark.parametrize(
     "pointers",
     [
-        (PAGE - 4, 100, 8, 12),  # the request runs past the end of memory
+        (MEMORY - 4, 100, 8, 12),  # the request runs past the end of memory
         (0xFFFFFFF0, 0x20, 8, 12),  # wraps around 2**32
-        (16, 10, PAGE - 2, 12),  # the answer's pointer slot is past the end
+        (16, 10, MEMORY - 2, 12),  # the answer's pointer slot is past the end
         (16, 10, 8, 0xFFFFFFFF),  # the length slot too
         (16, 0x7FFFFFFF, 8, 12),  # a huge length
     ],
@@ -87,18 +89,17 @@ def test_out_of_range_pointers_get_the_fault_code(
     assert code == door.FAULT
 
 
-@pytest.mark.parametrize("lie", [PAGE - 8, 0xFFFFFFF0])
+@pytest.mark.parametrize("lie", [MEMORY - 8, 0xFFFFFFF0])
 def test_an_allocator_that_lies_gets_the_fault_code(linked: tuple[Engine, Linker, Module], lie: int) -> None:
     code, _ = _poke(linked, b'{"op": "run-input", "args": []}', lie=lie)
     assert code == door.FAULT
 
 
-def test_a_request_over_the_bound_is_refused_unread(linked: tuple[Engine, Linker, Module]) -> None:
-    # The bound is what a run may send (8 MiB of arguments and names); the page is far smaller, so the
-    # length is checked against memory first; in range but over a small run's bound it is refused unread.
-    engine, linker, module = linked
-    code, _ = _poke(linked, b"x", 16, PAGE - 16, 8, 12)
-    assert code == door.OK  # answered with an error value (the request is not JSON)
+def test_a_request_over_the_bound_is_answered_limit_exceeded_unread(linked: tuple[Engine, Linker, Module]) -> None:
+    length = door.MAX_CALL_REQUEST_BYTES + 1  # in range of the guest's memory, over what a request may be
+    code, answer = _poke(linked, b"{}", 16, length, 8, 12)
+    assert code == door.OK
+    assert json.loads(answer)["err"]["kind"] == "limit-exceeded"
 
 
 def test_without_a_bound_run_the_door_says_no_host(linked: tuple[Engine, Linker, Module]) -> None:
