@@ -277,6 +277,7 @@ def add_profile_option(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--profile",
         choices=("default", "science"),
+        metavar="NAME",
         default="default",
         help='the guest image: default, or science (numpy, pandas, matplotlib; pip install "wasmexec[science]", '
         "then wasmexec build --profile science)",
