@@ -70,8 +70,9 @@ def _memory_per_sandbox(sandbox: Sandbox, count: int = 8) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--cache-dir", help="where `wasmexec build --profile science --cache-dir` put the image")
     args = parser.parse_args()
-    sandbox = Sandbox(Limits(timeout_ms=60_000), profile="science")
+    sandbox = Sandbox(Limits(timeout_ms=60_000), cache_dir=args.cache_dir, profile="science")
     started = time.perf_counter()
     sandbox.prepare()
     print(f"load average {os.getloadavg()}; deserialize + prepare {1000 * (time.perf_counter() - started):.0f} ms")
