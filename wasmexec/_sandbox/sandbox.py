@@ -79,7 +79,7 @@ class Sandbox:
         tools: ToolHost | None = None,
         max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS,
         audit: AuditLog | None = None,
-        profile: str = "default",
+        profile: str | None = None,
     ) -> None:
         """
         Args:
@@ -91,10 +91,12 @@ class Sandbox:
             max_concurrent_runs: runs executing at once; later ones queue.
             audit: records one line per run (digests, outcome, counts; never the code or data).
             profile: the guest image: "default", or "science" (numpy, pandas, matplotlib; built
-                beforehand with ``wasmexec build --profile science``).
+                beforehand with ``wasmexec build --profile science``). None: the runtime's, else "default".
         """
         self.limits = limits or Limits()
         self._execute_in: Callable[..., tuple[RunResult, int]] = execute
+        if profile is None:
+            profile = getattr(runtime, "profile", "default")
         if profile == "science":  # imported only when asked for: the default path stays as it was
             from wasmexec._science.run import execute as execute_science
             from wasmexec._science.runtime import ScienceRuntime, default_science_runtime
