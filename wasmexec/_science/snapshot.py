@@ -15,7 +15,8 @@ Recipe (verified byte-identical on rebuild; see ``docs/science.md``):
 
 Reproducibility (measured, see the notes): two builds from the same inputs gave snapshots of
 the same size that differ in one 8-byte word (7 bytes), a value the init captured from a clock
-or random source; the recipe without matplotlib and the bridge was byte-identical. So, as for
+or random source (not the staged files' mtimes: fixing them changed no byte); the recipe without
+matplotlib and the bridge was byte-identical. So, as for
 the default image (`wasmexec._sandbox.assets`), the ``sandbox_image`` names the build's
 inputs, not its bytes, and the manifest records the snapshot's own sha256.
 """
@@ -44,8 +45,6 @@ from wasmexec._science.upstream import (
 INIT_LINE = b"import encodings, io, os, sys, json, csv, re, _colorize\0"
 #: What runs instead: the staged init script (padded with NULs to the same length).
 PATCHED_LINE = b"exec(open('/snapinit.py').read())"
-#: Every staged file's mtime (2000-01-01): importlib's caches keep mtimes, which would differ per build.
-FIXED_MTIME = 946684800
 #: Where a failing init script leaves its traceback (the CLI's output is not inherited).
 _ERROR_FILE = "snapinit.err"
 #: The snapshot takes about 50 s and 2.1 GiB; a stuck one is killed.
@@ -92,9 +91,6 @@ def _stage(root: Path, upstream: Upstream, sources: GuestSources) -> None:
     lib.mkdir(parents=True)
     shutil.copyfile(upstream.stdlib_zip, lib / STDLIB_GUEST_NAME)
     extract_mpl_data(upstream.stdlib_zip, root.parent / "mpl-data")
-    for tree in (root, root.parent / "mpl-data"):  # import caches record mtimes: make them the same every build
-        for path in [*tree.rglob("*"), tree]:
-            os.utime(path, (FIXED_MTIME, FIXED_MTIME), follow_symlinks=False)
 
 
 def _executable_wizer(upstream: Upstream, scratch: Path) -> Path:
