@@ -14,11 +14,20 @@ import numpy  # noqa: F401
 import pandas  # noqa: F401
 
 matplotlib.use("Agg")  # no display: figures render to files and bytes
+import importlib
+import pkgutil
+
 import matplotlib.pyplot
 
-import codemode._prelude  # noqa: F401 - imported for the snapshot
+import codemode
+import codemode._prelude
 from codemode import _door, _loop, _restrict, _runner, _tools
-from codemode import discovery as _discovery  # noqa: F401 - imported for the snapshot
+
+# Every module of the bridge, now: a run sees only what the snapshot holds (the bridge's
+# directory is not there at run time), so a module first imported by agent code
+# (`from codemode import llm`) must already be in sys.modules.
+for _module in pkgutil.iter_modules(codemode.__path__):
+    importlib.import_module(f"codemode.{_module.name}")
 
 _restrict.buffer_stdio()
 _loop.install()

@@ -70,3 +70,34 @@ def test_the_deadline_stops_a_run_waiting_on_a_tool(tool_science: Sandbox) -> No
     result = tool_science.run_sync(code, Limits(timeout_ms=1_500))
     assert not result["result"]["ok"]
     assert result["diagnostics"][-1].get("limit") == "timeout", result
+
+
+def test_llm_ask_reaches_the_sampler_through_the_door(science: Sandbox) -> None:
+    asked: list[dict[str, object]] = []
+
+    def sampler(request: dict[str, object]) -> str:
+        asked.append(request)
+        return f"echo: {request['prompt']}"
+
+    code = """
+import asyncio
+import numpy as np
+from codemode import llm
+answers = await asyncio.gather(llm.ask("one", max_tokens=8), llm.ask("two", system="be brief"))
+result = answers + [int(np.arange(4).sum())]
+"""
+    result = science.run_sync(code, sampler=sampler)
+    assert result["result"]["ok"], result
+    assert result["result"]["data"] == ["echo: one", "echo: two", 6]
+    assert sorted(str(request["prompt"]) for request in asked) == ["one", "two"]
+    assert [entry["tool_name"] for entry in result["tool_trace"]] == ["llm.ask", "llm.ask"]
+
+
+def test_every_bridge_module_is_in_the_snapshot(science: Sandbox) -> None:
+    # A run sees only what the snapshot holds: a module agent code imports first must be there.
+    bridge = Path(__file__).resolve().parents[2] / "bridge" / "codemode"
+    names = sorted(path.stem for path in bridge.glob("*.py") if path.stem != "__init__")
+    code = f"import importlib, sys\nresult = [n for n in {names!r} if importlib.import_module('codemode.' + n) is None]"
+    result = science.run_sync(code)
+    assert result["result"]["ok"], result
+    assert result["result"]["data"] == []
