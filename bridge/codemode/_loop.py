@@ -13,9 +13,8 @@ import asyncio.events
 import math
 from typing import Any
 
-from componentize_py_types import Ok
-
 from codemode import _host
+from codemode._host import Ok
 
 _FOREVER_MS = 2**32 - 1
 

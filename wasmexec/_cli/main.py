@@ -23,6 +23,7 @@ from wasmexec._cli.options import (
     EXIT_USAGE,
     UsageError,
     add_cache_dir_option,
+    add_profile_option,
     add_run_options,
     progress,
     runtime_from_args,
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
     run.add_argument("--stream", action="store_true", help="also print output to stderr as it comes")
     add_run_options(run, ceilings=False)
+    add_profile_option(run)
     run.set_defaults(handler=command_run, parser=run)
 
     add_serve_parser(commands)
@@ -57,12 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     build = commands.add_parser(
         "build",
         help="build and compile the sandbox component now",
-        description="Build and compile the sandbox component (otherwise done on first use).",
+        description="Build and compile the sandbox component (otherwise done on first use). "
+        "The science profile is never built on first use: build it with --profile science (a few minutes, 3 GiB).",
     )
     build.add_argument(
         "--output", type=Path, metavar="DIR", help="also write a self-contained artifact directory to ship read-only"
     )
     add_cache_dir_option(build)
+    add_profile_option(build)
     build.set_defaults(handler=_command_build, parser=build)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the run result")
@@ -74,13 +78,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_build(args: argparse.Namespace) -> int:
+    if args.profile == "science":
+        return _build_science(args)
+    from wasmexec._sandbox.runtime import Runtime
+
     runtime = runtime_from_args(args)
+    if not isinstance(runtime, Runtime):  # runtime_from_args follows --profile
+        raise TypeError("not the default runtime")
     written = runtime.build(args.output)
     progress(f"wasmexec: sandbox image {runtime.sandbox_image}")
     for path in written:
         progress(f"wasmexec: wrote {path}")
     if args.output is not None:
         progress(f"wasmexec: ship {args.output} and run with --cache-dir {args.output} (read-only is fine)")
+    return EXIT_OK
+
+
+def _build_science(args: argparse.Namespace) -> int:
+    from wasmexec._science.runtime import ScienceRuntime
+
+    runtime = runtime_from_args(args)
+    if not isinstance(runtime, ScienceRuntime):  # runtime_from_args follows --profile
+        raise TypeError("not the science runtime")
+    if args.output is not None:
+        raise UsageError("--output is not supported with --profile science yet")
+    runtime.build()
+    progress(f"wasmexec: science image {runtime.sandbox_image}")
     return EXIT_OK
 
 

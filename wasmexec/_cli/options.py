@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
     from wasmexec._limits import Limits
     from wasmexec._sandbox.runtime import Runtime
+    from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._tools.broker import Broker
     from wasmexec._tools.config import Config
     from wasmexec._tools.config_import import Place
@@ -363,11 +364,27 @@ def _server_errlog(to_terminal: bool) -> Iterator[TextIO]:
         yield log
 
 
-def runtime_from_args(args: argparse.Namespace) -> Runtime:
-    """The Runtime whose compiled artifacts live in --cache-dir (or WASMEXEC_CACHE_DIR, or the user cache dir)."""
+def add_profile_option(parser: argparse._ActionsContainer) -> None:
+    parser.add_argument(
+        "--profile",
+        choices=("default", "science"),
+        metavar="NAME",
+        default="default",
+        help='the guest image: default, or science (numpy, pandas, matplotlib; pip install "wasmexec[science]", '
+        "then wasmexec build --profile science)",
+    )
+
+
+def runtime_from_args(args: argparse.Namespace) -> Runtime | ScienceRuntime:
+    """The runtime of --profile whose compiled artifacts live in --cache-dir (or WASMEXEC_CACHE_DIR, or the
+    user cache dir)."""
+    cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
+    if getattr(args, "profile", "default") == "science":
+        from wasmexec._science.runtime import ScienceRuntime
+
+        return ScienceRuntime(cache_dir, progress=progress)
     from wasmexec._sandbox.runtime import Runtime
 
-    cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
     return Runtime(cache_dir, progress=progress)
 
 

@@ -56,7 +56,7 @@ def command_run(args: argparse.Namespace) -> int:
             broker = stack.enter_context(opened_broker(args, config, policy, audit))
             tools, redactor = broker, broker.redactor
         sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
-                          skills=skills)  # fmt: skip
+                          skills=skills, profile=args.profile)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
         control = RunControl()
         try:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -63,6 +64,8 @@ from wasmexec._sandbox.assets import GuestSources, builder_version, componentize
 #: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
 #: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
 KEEP_IMAGES = 3
+#: The start of a sandbox image digest, as compiled artifacts of the default image are named.
+_IMAGE_PREFIX = re.compile("[0-9a-f]{32}")
 #: Waiting longer than a build can take for another process's lock means it is stuck.
 LOCK_TIMEOUT_S = 600
 
@@ -354,7 +357,9 @@ def _prune(directory: Path, keep_images: int) -> None:
             path.unlink(missing_ok=True)
     keep = {image for image in map(_manifest_image, manifests[:keep_images]) if image is not None}
     for compiled in [*directory.glob("*.cwasm"), *directory.glob("*.cwasm.json")]:
-        if compiled.name.split("-", 1)[0] not in keep:
+        image = compiled.name.split("-", 1)[0]
+        # Only this store's own names (<image>-…): the science image's files (science-…) share the directory.
+        if _IMAGE_PREFIX.fullmatch(image) and image not in keep:
             compiled.unlink(missing_ok=True)  # left by a build whose manifest is gone
 
 

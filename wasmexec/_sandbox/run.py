@@ -96,6 +96,24 @@ def _run(
         # Closed here, not on a background thread: WASI output callbacks finalized while the
         # interpreter exits crash the process from wasmtime's threads.
         store.close()
+    return build_result(state, image, limits, report, fault, fuel_used, output, redactor, workspace)
+
+
+def build_result(
+    state: RunState,
+    image: str,
+    limits: Limits,
+    report: GuestReport | None,
+    fault: Exception | None,
+    fuel_used: int | None,
+    output: OutputCapture,
+    redactor: Redactor,
+    workspace: RunWorkspace | None = None,
+) -> tuple[RunResult, int]:
+    """The run result once the guest has stopped: its fault or report, the host's limits, artifacts and logs.
+
+    Shared by both images (the science image's run is in `wasmexec._science.run`).
+    """
     builder = ResultBuilder(state, image, limits)
     if fault is not None:
         reason = _classify_fault(fault, state, limits, fuel_used)

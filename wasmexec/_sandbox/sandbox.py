@@ -29,7 +29,11 @@ from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
 if TYPE_CHECKING:
     import anyio
 
+    from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._tools.pii import PiiVault
+
+#: The guest images a Sandbox can run: the default one, and numpy/pandas (``pip install "wasmexec[science]"``).
+PROFILES = ("default", "science")
 
 #: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
 DEFAULT_MAX_CONCURRENT_RUNS = 8
@@ -75,7 +79,7 @@ class Sandbox:
         self,
         limits: Limits | None = None,
         *,
-        runtime: Runtime | None = None,
+        runtime: Runtime | ScienceRuntime | None = None,
         cache_dir: Path | str | None = None,
         redactor: Redactor | None = None,
         tools: ToolHost | None = None,
@@ -84,6 +88,7 @@ class Sandbox:
         skills: str | os.PathLike[str] | None = None,
         artifact_store: ArtifactStore | None = None,
         workspaces: bool = True,
+        profile: str | None = None,
     ) -> None:
         """
         Args:
@@ -99,11 +104,29 @@ class Sandbox:
             artifact_store: keeps the artifacts of finished runs for `read_artifact`; by default a
                 private one with the default retention (256 artifacts, 256 MiB, one hour, LRU).
             workspaces: False gives runs no /workspace or /tmp at all (no files in or out; cheapest).
+            profile: the guest image: "default", or "science" (numpy, pandas, matplotlib; built
+                beforehand with ``wasmexec build --profile science``). None: the runtime's, else "default".
         """
         self.limits = limits or Limits()
+        self._execute_in: Callable[..., tuple[RunResult, int]] = execute
+        if profile is None:
+            profile = getattr(runtime, "profile", "default")
+        if profile == "science":  # imported only when asked for: the default path stays as it was
+            from wasmexec._science.run import execute as execute_science
+            from wasmexec._science.runtime import ScienceRuntime, default_science_runtime
+
+            if runtime is None:
+                runtime = ScienceRuntime(cache_dir) if cache_dir is not None else default_science_runtime()
+            self._execute_in = execute_science
+        elif profile != "default":
+            raise ValueError(f"unknown profile {profile!r}; the profiles are {', '.join(PROFILES)}")
         if runtime is None:
             runtime = Runtime(cache_dir) if cache_dir is not None else default_runtime()
-        self.runtime = runtime
+        if getattr(runtime, "profile", "default") != profile:
+            raise ValueError(f"the runtime given is of profile {getattr(runtime, 'profile', 'default')!r}, "
+                             f"not {profile!r}")  # fmt: skip
+        self.profile = profile
+        self.runtime: Runtime | ScienceRuntime = runtime
         self.redactor = redactor if redactor is not None else Redactor()
         self.tools: ToolHost = tools if tools is not None else NoTools()
         self._max_concurrent_runs = max_concurrent_runs
@@ -113,7 +136,7 @@ class Sandbox:
         self.skills = _existing_dir("skills", skills)
         self.artifacts = artifact_store if artifact_store is not None else ArtifactStore()
         self._owns_store = artifact_store is None
-        self.workspaces = workspaces
+        self.workspaces = workspaces and profile == "default"  # the science image has no workspace yet
         self._closed = False
 
     async def __aenter__(self) -> Sandbox:
@@ -281,8 +304,9 @@ class Sandbox:
         skills_dir = _existing_dir("skills", skills) or self.skills
         if not self.workspaces:
             if inputs.files or directory is not None or skills_dir is not None:
-                raise ValueError("this Sandbox gives runs no workspace (workspaces=False): files, workspace "
-                                 "and skills cannot be used")  # fmt: skip
+                why = "workspaces=False" if self.profile == "default" else f"the {self.profile} profile has none yet"
+                raise ValueError(f"this Sandbox gives runs no workspace ({why}): files, workspace and skills "
+                                 "cannot be used")  # fmt: skip
             return None
         return RunWorkspace(limits, default_pool(), inputs, directory=directory, skills=skills_dir)
 
@@ -310,9 +334,15 @@ class Sandbox:
         try:
             with self._slots:
                 try:
-                    result, redactions = execute(
-                        self.runtime, code, state.limits, self.tools, self.redactor, state, workspace
-                    )
+                    if workspace is None:  # no files (the science image has no workspace yet)
+                        result, redactions = self._execute_in(
+                            self.runtime, code, state.limits, self.tools, self.redactor, state
+                        )
+                    else:
+                        assert isinstance(self.runtime, Runtime)  # only the default image has a workspace
+                        result, redactions = execute(
+                            self.runtime, code, state.limits, self.tools, self.redactor, state, workspace
+                        )
                     if workspace is not None and result["artifacts"]:
                         self.artifacts.put(state.run_id, workspace.root_fd, result["artifacts"],
                                            move=workspace.in_place is None)  # fmt: skip
