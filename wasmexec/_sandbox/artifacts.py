@@ -247,9 +247,15 @@ class ArtifactStore:
                 return component
         return self._compile(engine, name, engine_key)
 
+    @staticmethod
+    def _from_file(engine: Any, path: str) -> Any:
+        """Maps a checked compiled artifact (a component here; the science store's is a core module)."""
+        from wasmtime.component import Component
+
+        return Component.deserialize_file(engine, path)
+
     def _deserialize(self, engine: Any, path: Path, build: _Build, engine_key: str) -> Any:
         from wasmtime import WasmtimeError
-        from wasmtime.component import Component
 
         if not os.path.lexists(path):
             return None
@@ -265,7 +271,7 @@ class ArtifactStore:
             if not trust.matches_record(fd, record):
                 self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: it differs from its record")
                 return None
-            return Component.deserialize_file(engine, trust.fd_path(fd, path))
+            return self._from_file(engine, trust.fd_path(fd, path))
         except WasmtimeError as exc:  # another machine's CPU features, or a damaged file
             self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {exc}")
             return None

@@ -9,10 +9,11 @@ Epoch interruption is on in both: the wall-clock limit always applies.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import wasmtime
 from wasmtime import Config, Engine
@@ -62,6 +63,27 @@ class Prepared:
     fuel: bool
 
 
+T = TypeVar("T")
+
+
+class PerMode(Generic[T]):
+    """One value per limit mode (fuel on or off), made on first use; thread-safe, made once."""
+
+    def __init__(self, make: Callable[[bool], T]) -> None:
+        self._make = make
+        self._made: dict[bool, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, fuel: bool) -> T:
+        made = self._made.get(fuel)
+        if made is not None:  # the common case takes no lock
+            return made
+        with self._lock:
+            if fuel not in self._made:
+                self._made[fuel] = self._make(fuel)
+            return self._made[fuel]
+
+
 class Runtime:
     """Owns the compiled guest. Share one per process; it is thread-safe."""
 
@@ -73,8 +95,7 @@ class Runtime:
         progress: receives one-line messages about builds and compiles.
         """
         self.artifacts = ArtifactStore(Path(cache_dir) if cache_dir is not None else None, progress)
-        self._prepared: dict[bool, Prepared] = {}
-        self._lock = threading.Lock()
+        self._prepared = PerMode(self._prepare)
 
     @property
     def sandbox_image(self) -> str:
@@ -83,18 +104,15 @@ class Runtime:
 
     def prepare(self, fuel: bool) -> Prepared:
         """The engine, component and linker of one limit mode; built or loaded on first use."""
-        prepared = self._prepared.get(fuel)
-        if prepared is not None:
-            return prepared
-        with self._lock:
-            if fuel not in self._prepared:
-                engine = make_engine(fuel)
-                component = self.artifacts.load_compiled(engine, engine_key(fuel))
-                linker = Linker(engine)
-                linker.add_wasip2()
-                _hostcalls.register(linker, _import_named(component, engine, "wasi:clocks/monotonic-clock@"))
-                self._prepared[fuel] = Prepared(engine, component, linker, EpochTicker(engine), fuel)
-            return self._prepared[fuel]
+        return self._prepared.get(fuel)
+
+    def _prepare(self, fuel: bool) -> Prepared:
+        engine = make_engine(fuel)
+        component = self.artifacts.load_compiled(engine, engine_key(fuel))
+        linker = Linker(engine)
+        linker.add_wasip2()
+        _hostcalls.register(linker, _import_named(component, engine, "wasi:clocks/monotonic-clock@"))
+        return Prepared(engine, component, linker, EpochTicker(engine), fuel)
 
     def build(self, output: Path | None = None) -> list[Path]:
         """Builds and compiles every limit mode now; with `output`, writes a shippable artifact dir."""
@@ -103,7 +121,7 @@ class Runtime:
             self.prepare(fuel)
         if output is None:
             return []
-        engines = {engine_key(fuel): self._prepared[fuel].engine for fuel in (True, False)}
+        engines = {engine_key(fuel): self.prepare(fuel).engine for fuel in (True, False)}
         return self.artifacts.export(Path(output), engines)
 
 

@@ -18,6 +18,7 @@ naming ``wasmexec build --profile science`` (`building` allows them).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -90,8 +91,6 @@ class ScienceArtifacts(ArtifactStore):
             sha256 = hashlib.sha256(wasm).hexdigest()
             _atomic_write(self._component_path(directory), wasm)
             manifest = {"sandbox_image": self.image, "component_sha256": sha256, "builder": _builder()}
-            import json
-
             _atomic_write(self._manifest_path(directory), json.dumps(manifest, indent=2).encode())
             self.progress(
                 f"wasmexec: built the science snapshot {self.image[:19]}… ({len(wasm) / 1e6:.0f} MB) "
@@ -99,29 +98,11 @@ class ScienceArtifacts(ArtifactStore):
             )
             return _Build(directory, sha256)
 
-    def _deserialize(self, engine: Any, path: Path, build: _Build, engine_key: str) -> Any:
-        from wasmtime import Module, WasmtimeError
+    @staticmethod
+    def _from_file(engine: Any, path: str) -> Any:
+        from wasmtime import Module
 
-        if not os.path.lexists(path):
-            return None
-        record = trust.read_record(Path(f"{path}.json"))
-        problem = trust.binding_problem(record, build.component_sha256, engine_key)
-        fd = trust.open_trusted(path) if problem is None else None
-        if fd is None:
-            problem = problem or "it is not a regular file that only you or root can write"
-            self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {problem}")
-            return None
-        try:
-            assert record is not None  # checked by trust.binding_problem
-            if not trust.matches_record(fd, record):
-                self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: it differs from its record")
-                return None
-            return Module.deserialize_file(engine, trust.fd_path(fd, path))
-        except WasmtimeError as exc:
-            self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {exc}")
-            return None
-        finally:
-            os.close(fd)
+        return Module.deserialize_file(engine, path)
 
     def _compile(self, engine: Any, name: str, engine_key: str) -> Any:
         from wasmtime import Module, WasmtimeError

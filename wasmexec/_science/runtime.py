@@ -18,7 +18,7 @@ from wasmtime import Config, Engine, Linker
 
 from wasmexec._sandbox.artifacts import Progress
 from wasmexec._sandbox.epoch import EpochTicker
-from wasmexec._sandbox.runtime import wasmtime_version
+from wasmexec._sandbox.runtime import PerMode, wasmtime_version
 from wasmexec._science import door
 from wasmexec._science.artifacts import ScienceArtifacts
 
@@ -60,8 +60,7 @@ class ScienceRuntime:
 
     def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
         self.artifacts = ScienceArtifacts(Path(cache_dir) if cache_dir is not None else None, progress)
-        self._prepared: dict[bool, SciencePrepared] = {}
-        self._lock = threading.Lock()
+        self._prepared = PerMode(self._prepare)
 
     @property
     def sandbox_image(self) -> str:
@@ -70,19 +69,16 @@ class ScienceRuntime:
 
     def prepare(self, fuel: bool) -> SciencePrepared:
         """The engine, compiled snapshot and linker of one limit mode; a `BuildError` when not built."""
-        prepared = self._prepared.get(fuel)
-        if prepared is not None:
-            return prepared
-        with self._lock:
-            if fuel not in self._prepared:
-                engine = make_engine(fuel)
-                module = self.artifacts.load_compiled(engine, engine_key(fuel))
-                stdlib_dir = self.artifacts.stdlib_dir()
-                linker = Linker(engine)
-                linker.define_wasi()
-                door.register(linker)
-                self._prepared[fuel] = SciencePrepared(engine, module, linker, EpochTicker(engine), stdlib_dir, fuel)
-            return self._prepared[fuel]
+        return self._prepared.get(fuel)
+
+    def _prepare(self, fuel: bool) -> SciencePrepared:
+        engine = make_engine(fuel)
+        module = self.artifacts.load_compiled(engine, engine_key(fuel))
+        stdlib_dir = self.artifacts.stdlib_dir()
+        linker = Linker(engine)
+        linker.define_wasi()
+        door.register(linker)
+        return SciencePrepared(engine, module, linker, EpochTicker(engine), stdlib_dir, fuel)
 
     def build(self, modes: tuple[bool, ...] = (True, False)) -> None:
         """Builds the snapshot and compiles it for each limit mode now (`wasmexec build --profile science`)."""
