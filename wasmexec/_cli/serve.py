@@ -45,7 +45,7 @@ from wasmexec._cli.options import (
     server_log_path,
     skills_from_args,
 )
-from wasmexec._profiles import PROFILES
+from wasmexec._profiles import check_profile
 from wasmexec._workspace.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
 
 if TYPE_CHECKING:
@@ -127,11 +127,10 @@ def add_serve_parser(commands: Any) -> None:
 
 def _profile_list(text: str) -> list[str]:
     """An argparse type: one profile name or a comma-separated list of them."""
-    names = [name.strip() for name in text.split(",")]
-    for name in names:
-        if name not in PROFILES:
-            raise argparse.ArgumentTypeError(f"unknown profile {name!r} (choose from {', '.join(PROFILES)})")
-    return names
+    try:
+        return [check_profile(name.strip()) for name in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _offered_profiles(args: argparse.Namespace) -> list[str]:
@@ -173,7 +172,10 @@ def command_serve(args: argparse.Namespace) -> int:
     listener = _listen(args.host, args.port) if args.http else None
     if args.http and listener is None:
         return EXIT_LISTEN
-    runtimes = [_loaded(args, profile, limits.fuel is not None) for profile in _offered_profiles(args)]
+    offered = _offered_profiles(args)
+    # Those never built here first: a missing science image fails the start at once, not after a default build.
+    loaded = {name: _loaded(args, name, limits.fuel is not None) for name in sorted(offered, key="default".__eq__)}
+    runtimes = [loaded[name] for name in offered]
     skills = skills_from_args(args)
     try:
         with ExitStack() as stack:
