@@ -91,6 +91,8 @@ def test_cache_reports_disk_usage_by_kind(
     directory, _ = cache
     assert main(["cache", "--cache-dir", str(directory)]) == 0
     out = capsys.readouterr().out
+    assert main(["cache", "info", "--cache-dir", str(directory)]) == 0
+    assert capsys.readouterr().out == out
     assert f"cache {directory}: " in out
     assert "default image (this install): 500 B in 5 entries" in out
     assert "science image (this install): 1.4 kB in 5 entries" in out

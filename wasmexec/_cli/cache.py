@@ -1,6 +1,6 @@
 """`wasmexec cache …`: what the artifact cache holds, and removing what this install no longer uses.
 
-    wasmexec cache [--cache-dir DIR]                 disk usage: this install's images, stale files, others
+    wasmexec cache [info] [--cache-dir DIR]          disk usage: this install's images, stale files, others
     wasmexec cache clean [--dry-run] [--cache-dir DIR]   removes the stale files, listing each with its size
 
 Stale: other images (an older bridge or recipe), other wasmtime versions or engine formats,
@@ -34,6 +34,10 @@ def add_cache_parser(commands: Any) -> None:
     add_cache_dir_option(cache)
     cache.set_defaults(handler=command_cache, parser=cache)
     actions = cache.add_subparsers(dest="action", metavar="ACTION")
+    info = actions.add_parser("info", help="disk usage by kind (also what plain 'wasmexec cache' shows)",
+                              description=cache.description)  # fmt: skip
+    add_cache_dir_option(info)
+    info.set_defaults(handler=command_cache, parser=info)
     clean = actions.add_parser(
         "clean",
         help="remove the stale files, listing each",

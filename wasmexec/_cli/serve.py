@@ -96,7 +96,7 @@ def add_serve_parser(commands: Any) -> None:
                        "loopback is always accepted; repeatable")  # fmt: skip
     proxy.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
                        help="also accept this Origin header (e.g. https://app.example.com); repeatable")  # fmt: skip
-    serve.add_argument("--profile", action="append", type=_profile_list, dest="profiles", metavar="NAME[,NAME]",
+    serve.add_argument("--profile", action="append", type=_profile_list, dest="profiles", metavar="NAME",
                        help="the guest image(s) to offer: default, science (numpy, pandas, …; build it first with "
                        "wasmexec build --profile science); repeatable or comma-separated; with more than one, "
                        "run_python takes a 'profile' argument, the first by default (default: default)")  # fmt: skip
