@@ -177,6 +177,9 @@ def command_serve(args: argparse.Namespace) -> int:
     loaded = {name: _loaded(args, name, limits.fuel is not None) for name in sorted(offered, key="default".__eq__)}
     runtimes = [loaded[name] for name in offered]
     skills = skills_from_args(args)
+    if skills is not None and set(offered) - {"default"}:
+        print("warning: --skills applies to the default profile only (the science one has no /skills yet)",
+              file=sys.stderr)  # fmt: skip
     try:
         with ExitStack() as stack:
             broker = (
