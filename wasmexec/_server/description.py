@@ -76,7 +76,7 @@ def _size(count: int) -> str:
     return f"{count} bytes"
 
 
-#: What the code can use, by the first profile offered (`_intro`).
+#: The first paragraph: what the code can use, by the first (default) profile offered.
 _INTRO = {
     "default": "Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. Only the standard "
     "library (json, re, datetime, zoneinfo, collections, math, statistics, csv, asyncio, …); no network, "
@@ -85,8 +85,6 @@ _INTRO = {
     "{packages} (discovery.packages() lists them) and the standard library; matplotlib draws with Agg "
     "(savefig to io.BytesIO); numpy's default int is int32; no network, processes or threads.",
 }
-#: Another profile a call may pick (`profile` argument), in one line.
-_OTHER = '- "{name}": Python {python} with {packages} (discovery.packages()){files}.'
 _FILES = """\
 Files: the code runs in /workspace; `files` puts inputs there; files it writes come back as artifacts \
 (result.artifacts, MCP resources). `session: true` keeps /workspace for later calls that pass the \
@@ -155,6 +153,7 @@ def input_schema(ceilings: Limits, profiles: Sequence[str] = ("default",)) -> di
 
 
 def _input_schema(ceilings: Limits) -> dict[str, Any]:
+    """The arguments every server takes."""
 
     def limit(ceiling: int, minimum: int, what: str) -> dict[str, Any]:
         meaning = f"{what} (default and maximum {ceiling}: this server's limit; a call may only lower it)."
