@@ -150,9 +150,12 @@ def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | Sci
         if profile == "default":
             raise
         from wasmexec._science import upstream
+        from wasmexec._science.artifacts import BUILD_COMMAND
 
-        hint = f"; {upstream.INSTALL_HINT}" if not upstream.installed() else ""
-        raise BuildError(f"cannot serve the {profile} profile: {exc}{hint}") from exc
+        if not upstream.installed():  # building would fail too: say what to install first
+            raise BuildError(f"cannot serve the {profile} profile: it is not installed; {upstream.INSTALL_HINT}, "
+                             f"then run `{BUILD_COMMAND}`") from exc  # fmt: skip
+        raise BuildError(f"cannot serve the {profile} profile: {exc}") from exc
     return runtime
 
 
