@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,18 @@ def test_cache_reports_disk_usage_by_kind(
 def test_clean_of_a_missing_directory_removes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cache", "clean", "--cache-dir", str(tmp_path / "absent")]) == 0
     assert "removed 0 entries" in capsys.readouterr().out
+
+
+def test_clean_of_a_directory_with_nothing_stale_writes_nothing_not_even_a_lock(
+    cache: tuple[Path, dict[str, list[str]]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory, names = cache
+    for name in names["stale"] + [".lock"]:
+        path = directory / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    before = sorted(os.listdir(directory))
+    assert main(["cache", "clean", "--cache-dir", str(directory)]) == 0  # a shipped read-only dir stays as it is
+    assert sorted(os.listdir(directory)) == before and "removed 0 entries" in capsys.readouterr().out

@@ -127,8 +127,8 @@ def clean(directory: Path, now: Current, dry_run: bool = False) -> list[Entry]:
     """
     if not directory.is_dir():
         return []
-    if dry_run:
-        return [entry for entry in inventory(directory, now) if entry.kind == "stale"]
+    if dry_run or not any(entry.kind == "stale" for entry in inventory(directory, now)):
+        return [entry for entry in inventory(directory, now) if entry.kind == "stale"]  # no lock: read-only is fine
     with _locked(directory):
         stale = [entry for entry in inventory(directory, now) if entry.kind == "stale"]
         for entry in stale:
