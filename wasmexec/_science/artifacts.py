@@ -12,7 +12,8 @@ instead of components::
 
 Building takes about a minute and compiling one or two more, with over 2 GiB of memory,
 so neither ever happens on a run: a run without them fails at once with a `BuildError`
-naming ``wasmexec build --profile science`` (`building` allows them).
+naming ``wasmexec build --profile science`` (`building` allows them). ``build --profile science
+--output DIR`` writes the four of them to DIR (`export`), a cache to ship and name with ``--cache-dir``.
 """
 
 from __future__ import annotations
