@@ -180,9 +180,6 @@ def command_serve(args: argparse.Namespace) -> int:
     loaded = {name: _loaded(args, name, limits.fuel is not None) for name in sorted(offered, key="default".__eq__)}
     runtimes = [loaded[name] for name in offered]
     skills = skills_from_args(args)
-    if skills is not None and set(offered) - {"default"}:
-        print("warning: --skills applies to the default profile only (the science one has no /skills yet)",
-              file=sys.stderr)  # fmt: skip
     try:
         with ExitStack() as stack:
             broker = (
@@ -193,7 +190,7 @@ def command_serve(args: argparse.Namespace) -> int:
             sandboxes = [Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
                                  redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
                                  max_concurrent_runs=args.max_concurrent_runs, artifact_store=artifacts,
-                                 skills=skills if getattr(runtime, "profile", "default") == "default" else None)
+                                 skills=skills)
                          for runtime in runtimes]  # fmt: skip
             server = _server(sandboxes, _serve_options(args, limits), broker)
             stack.callback(server.close)
