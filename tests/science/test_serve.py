@@ -139,7 +139,7 @@ def test_a_session_is_files_only_so_each_call_picks_its_profile_and_one_without_
         assert data_of(outcome) == 3
     else:
         assert outcome.code == -32602
-        assert "the science profile has no /workspace yet" in outcome.message
+        assert "the science profile has no /workspace on this server" in outcome.message
 
 
 @pytest.fixture(scope="module")

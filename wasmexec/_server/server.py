@@ -285,8 +285,8 @@ class RunPythonServer:
         session_id = arguments.get("session_id")
         profile = str(arguments.get("profile", self.sandbox.profile))
         if (files or session_id is not None or arguments.get("session")) and not self.sandboxes[profile].workspaces:
-            raise MCPError(INVALID_PARAMS, f"run_python: the {profile} profile has no /workspace yet: `files` and "
-                           "sessions work with the default profile")  # fmt: skip
+            raise MCPError(INVALID_PARAMS, f"run_python: the {profile} profile has no /workspace on this server: "
+                           "`files` and sessions need one")  # fmt: skip
         if session_id is not None and arguments.get("session") is False:
             raise MCPError(INVALID_PARAMS, "run_python: 'session' is false but a 'session_id' is given")
         if (session_id is not None or arguments.get("session")) and self.sessions is None:
