@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wasmexec._audit import AuditLog, write_run_line
 from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
+from wasmexec._profiles import PROFILES
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
 from wasmexec._sampling import Sampler, Sampling
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
     from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._tools.pii import PiiVault
 
-#: The guest images a Sandbox can run: the default one, and numpy/pandas (``pip install "wasmexec[science]"``).
-PROFILES = ("default", "science")
 
 #: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
 DEFAULT_MAX_CONCURRENT_RUNS = 8
