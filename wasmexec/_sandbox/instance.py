@@ -116,10 +116,14 @@ class LiveInstance:
     def fuel_left(self) -> int:
         return self.store.get_fuel()
 
-    def close(self) -> None:
-        """Drops the instance. On the thread that used it, never at interpreter exit: WASI output
-        callbacks finalized while the interpreter exits crash the process from wasmtime's threads."""
+    def stop(self) -> None:
+        """Unbinds the run's output (the guest has stopped: nothing more may reach the run's logs)."""
         self.stdout.target = self.stderr.target = None
+
+    def close(self) -> None:
+        """Drops the instance. Never while the interpreter exits: WASI output callbacks finalized then
+        crash the process from wasmtime's threads (spares are closed by an exit hook before that)."""
+        self.stop()
         self.store.close()
 
 

@@ -348,9 +348,9 @@ class Sandbox:
             with self._slots:
                 try:
                     spare = self.spares.take(spare_key) if spare_key is not None else None
-                    result, redactions = execute(
-                        self.runtime, code, state.limits, self.tools, self.redactor, state, workspace, spare
-                    )
+                    close = self.spares.retire if spare_key is not None else None
+                    result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state,
+                                                 workspace, spare, close)  # fmt: skip
                     if workspace is not None and result["artifacts"]:
                         self.artifacts.put(state.run_id, workspace.root_fd, result["artifacts"],
                                            move=workspace.in_place is None)  # fmt: skip
