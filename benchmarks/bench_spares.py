@@ -8,7 +8,8 @@ Default profile (main venv):
      without spares and with one, workspaces on and off. "spare ready": each timed run starts
      once the spare is ready (the target's condition); "20 ms gaps": a request every 20 ms
      without waiting for anything (a spare may or may not be ready);
-  b. throughput, runs back to back on 1 and 2 threads, with and without spares;
+  b. throughput, runs back to back on 1 and 2 threads sharing one sandbox (as `serve` does),
+     with and without spares, the four variants alternating over 7 rounds (median);
   c. memory per ready spare (private RSS of the process, /proc/self/smaps_rollup) and the
      process's CPU time while spares sit ready and nothing runs.
 
@@ -74,61 +75,76 @@ def private_kib() -> int:
 
 
 def bench_latency(profile: str, code: str, runs: int, workspaces: bool, limits: Limits) -> dict[str, Any]:
-    """Fresh-run latency with no spare, with a ready spare, and at 20 ms gaps with and without spares."""
+    """Fresh-run latency without spares and with a ready spare, with no idle gap and after 20 ms idle,
+    and at a request every 20 ms with spares that may or may not be ready."""
     off = Sandbox(limits, profile=profile, spares=0, workspaces=workspaces)
     on = Sandbox(limits, profile=profile, spares=1, workspaces=workspaces)
     gaps = Sandbox(limits, profile=profile, spares=1, workspaces=workspaces)
     for sandbox in (off, on, gaps):
         sandbox.prepare()
         timed(sandbox, code)  # the first run of each pays one-time costs
-    samples: dict[str, list[float]] = {"no spares": [], "spare ready": [], "no spares, 20 ms gaps": [],
-                                       "spares, 20 ms gaps": []}  # fmt: skip
+    names = ["no spares, no gap", "spare ready, no gap", "no spares, 20 ms idle", "spare ready, 20 ms idle",
+             "spares, a request every 20 ms"]  # fmt: skip
+    samples: dict[str, list[float]] = {name: [] for name in names}
     key = key_of(on)
     for _ in range(runs):
+        timed(off, code)
+        samples["no spares, no gap"].append(timed(off, code))  # right after another run
         on.spares.wait_ready(key, 30)
-        time.sleep(0.02)  # the same idle gap before every variant
-        samples["spare ready"].append(timed(on, code))
+        samples["spare ready, no gap"].append(timed(on, code))  # right after the spare was made
         time.sleep(0.02)
-        samples["no spares"].append(timed(off, code))
+        samples["no spares, 20 ms idle"].append(timed(off, code))
+        on.spares.wait_ready(key, 30)
         time.sleep(0.02)
-        samples["spares, 20 ms gaps"].append(timed(gaps, code))
+        samples["spare ready, 20 ms idle"].append(timed(on, code))
         time.sleep(0.02)
-        samples["no spares, 20 ms gaps"].append(timed(off, code))
+        samples["spares, a request every 20 ms"].append(timed(gaps, code))
     stats = {"on": on.spares.stats(), "gaps": gaps.spares.stats()}
     for sandbox in (off, on, gaps):
         sandbox.close()
     out: dict[str, Any] = {name: summary(values) for name, values in samples.items()}
-    out["spares, 20 ms gaps"]["hits"] = stats["gaps"].hits
-    out["spares, 20 ms gaps"]["misses"] = stats["gaps"].misses
-    out["spare ready"]["hits"] = stats["on"].hits
+    out["spares, a request every 20 ms"].update(hits=stats["gaps"].hits, misses=stats["gaps"].misses)
+    out["spare ready, 20 ms idle"]["hits"] = stats["on"].hits
     return out
 
 
-def bench_throughput(runs: int, threads: int, spares: int) -> dict[str, Any]:
-    """Runs per second, back to back on `threads` threads, each with a sandbox of its own."""
-    sandboxes = [Sandbox(Limits(), spares=spares) for _ in range(threads)]
-    for sandbox in sandboxes:
-        sandbox.prepare()
-        timed(sandbox, TRIVIAL)
+def throughput_once(sandbox: Sandbox, runs: int, threads: int) -> float:
+    """Runs per second of `threads` threads running back to back on one sandbox (as a server does)."""
     barrier = threading.Barrier(threads + 1)
 
-    def work(sandbox: Sandbox) -> None:
+    def work() -> None:
         barrier.wait()
         for _ in range(runs):
             timed(sandbox, TRIVIAL)
 
-    workers = [threading.Thread(target=work, args=(sandbox,)) for sandbox in sandboxes]
+    workers = [threading.Thread(target=work) for _ in range(threads)]
     for worker in workers:
         worker.start()
     barrier.wait()
     started = time.perf_counter()
     for worker in workers:
         worker.join()
-    elapsed = time.perf_counter() - started
-    hits = sum(sandbox.spares.stats().hits for sandbox in sandboxes)
-    for sandbox in sandboxes:
+    return threads * runs / (time.perf_counter() - started)
+
+
+def bench_throughput(runs: int, rounds: int = 7) -> dict[str, Any]:
+    """Throughput at 1 and 2 threads, with and without spares; the variants alternate round by round."""
+    sandboxes = {spares: Sandbox(Limits(), spares=spares) for spares in (0, 1)}
+    for sandbox in sandboxes.values():
+        sandbox.prepare()
+        timed(sandbox, TRIVIAL)
+    rates: dict[str, list[float]] = {}
+    for _ in range(rounds):
+        for threads in (1, 2):
+            for spares, sandbox in sandboxes.items():
+                name = f"{threads} thread(s), spares={spares}"
+                rates.setdefault(name, []).append(throughput_once(sandbox, runs // rounds, threads))
+    out: dict[str, Any] = {name: {"runs_per_s": round(statistics.median(values), 1), "rounds": len(values)}
+                           for name, values in rates.items()}  # fmt: skip
+    out["spare stats (spares=1)"] = vars(sandboxes[1].spares.stats())
+    for sandbox in sandboxes.values():
         sandbox.close()
-    return {"runs_per_s": round(threads * runs / elapsed, 1), "spare_hits": hits, "runs": threads * runs}
+    return out
 
 
 def bench_memory(profile: str, limits: Limits, count: int = 8) -> dict[str, Any]:
@@ -170,11 +186,8 @@ def main() -> None:
             name = f"latency, workspaces {'on' if workspaces else 'off'}"
             log(name)
             results[name] = bench_latency("default", TRIVIAL, args.runs, workspaces, limits)
-        for threads in (1, 2):
-            for spares in (0, 1):
-                name = f"throughput, {threads} thread(s), spares={spares}"
-                log(name)
-                results[name] = bench_throughput(args.runs, threads, spares)
+        log("throughput")
+        results["throughput"] = bench_throughput(args.runs)
         log("memory")
         results["memory"] = bench_memory("default", limits)
     else:

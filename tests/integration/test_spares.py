@@ -238,3 +238,12 @@ def test_prometheus_counts_spare_hits_and_misses(spared: Sandbox) -> None:
     assert value("wasmexec_spare_takes_total", {"outcome": "hit"}) == 1
     assert value("wasmexec_spare_takes_total", {"outcome": "miss"}) == 1
     assert value("wasmexec_spares_ready") == 1
+
+
+def test_no_spare_is_made_while_other_runs_are_going(spared: Sandbox) -> None:
+    key = _key(spared, True)
+    spared.spares.refill(key, busy=True)
+    assert not spared.spares.wait_ready(key, 5)  # none is coming
+    assert spared.spares.stats().skipped == 1
+    spared.spares.refill(key)
+    assert spared.spares.wait_ready(key, 30)

@@ -112,9 +112,10 @@ class Sandbox:
                 thread after each run (`wasmexec._sandbox.spares`): a run that finds one ready skips
                 instantiation (a trivial default-image run: about 1 ms instead of 3). Each is used by
                 one run and dropped, so every run still starts fresh. Each ready spare holds about
-                1 MiB (default image) or 5 MiB (science) of memory; 0 turns them off. Runs in place
-                (`workspace=`), with another `skills` directory, or arriving faster than spares
-                can be made, use fresh instances as without spares.
+                1.5 MiB (default image) or 2 MiB (science) of memory and no CPU; 0 turns them off.
+                Runs in place (`workspace=`), with another `skills` directory, or arriving while
+                others run or faster than spares can be made, use fresh instances as without spares.
+                Hits and misses: `spares.stats()`.
         """
         self.limits = limits or Limits()
         if profile is None:
@@ -144,6 +145,8 @@ class Sandbox:
         self._owns_store = artifact_store is None
         self.workspaces = workspaces
         self.spares = Spares(runtime, spares, default_pool())
+        self._running = 0  # runs started and not ended (a spare is made only when none is)
+        self._running_lock = threading.Lock()
         self._closed = False
 
     async def __aenter__(self) -> Sandbox:
@@ -344,6 +347,8 @@ class Sandbox:
         result: RunResult | None = None
         redactions = 0
         spare_key = self._spare_key(state.limits, workspace)
+        with self._running_lock:
+            self._running += 1  # runs started and not yet ended, queued for a slot included
         try:
             with self._slots:
                 try:
@@ -363,8 +368,11 @@ class Sandbox:
         finally:
             if self.audit is not None and result is not None:
                 write_run_line(self.audit, result, redactions)
+            with self._running_lock:
+                self._running -= 1
+                busy = self._running > 0
             if spare_key is not None:
-                self.spares.refill(spare_key)  # after the run, off its path: the next one may find it ready
+                self.spares.refill(spare_key, busy)  # after the run, off its path: the next one may find it ready
         if state.interruption is not None:
             # A KeyboardInterrupt a handler of yours raised inside a wasmtime callback was caught there (it
             # must not cross into wasmtime) and stopped the run as cancelled; it is raised now, audited.

@@ -12,8 +12,9 @@ The policy (measured in ``/work/shared/notes/warm-spares.md`` and `benchmarks/be
 - a bounded number per kind of run (`SpareKey`: limit mode, memory limit, workspace shape),
   for at most `MAX_KEYS` kinds (the least recently used kind's spares are dropped);
 - made only after a run ends (or when the sandbox is prepared), never while the caller waits;
-- skipped while runs arrive faster than a spare can be made (back-to-back or parallel load):
-  the spare would not be ready in time and making it would only take CPU from the runs;
+- skipped while other runs of the sandbox are still going, and while runs arrive faster than a
+  spare can be made (back-to-back load): the spare would not be ready in time, and making it
+  would only take CPU from the runs (measured: parallel runs lost a quarter of their throughput);
 - a spare whose warm-up failed is discarded; all are closed before the interpreter exits
   (WASI output callbacks finalized at exit crash the process).
 
@@ -137,10 +138,15 @@ class Spares:
             self._stats.misses += 1
             return None
 
-    def refill(self, key: SpareKey) -> None:
-        """After a run of `key` ended: has a spare made unless enough are ready or coming, or runs
-        come faster than a spare can be made."""
+    def refill(self, key: SpareKey, busy: bool = False) -> None:
+        """After a run of `key` ended: has a spare made unless enough are ready or coming, or other runs
+        are still going (`busy`: the spare would take CPU from them), or runs come faster than a spare
+        can be made."""
         with self._lock:
+            if busy:
+                self._last_end[key] = time.monotonic()
+                self._stats.skipped += 1
+                return
             if key not in self._last_end and len(self._last_end) >= _MAX_TIMED_KEYS:
                 for timings in (self._last_end, self._gap_s, self._skips):  # many kinds of run: start over
                     timings.clear()
