@@ -42,7 +42,6 @@ def execute(
     state: RunState | None = None,
     workspace: RunWorkspace | None = None,
     spare: Spare | None = None,
-    close: Callable[[LiveInstance], None] | None = None,
 ) -> tuple[RunResult, int]:
     """Runs `code` once in a fresh sandbox of `runtime`'s image; returns the run result and how many
     secrets were redacted.
@@ -51,14 +50,12 @@ def execute(
     /workspace and /tmp, the workspace limits are checked on every tick, and the result lists
     the artifacts. With a `spare` (`wasmexec._sandbox.spares`, of the kind this run needs) the
     run uses that instance, made and warmed up ahead, instead of making one. The instance is
-    closed after the run by `close` (`Spares.retire` closes it off the caller's path), by default
-    at once on this thread. Never raises once the guest is ready: a failure on the host becomes a
+    closed at the end of the run, on this thread. Never raises once the guest is ready: a failure on the host becomes a
     structured ``SandboxError`` result (`host_error_result`), so every run has a result to audit.
 
     Raises:
         BuildError: the image is not built and cannot be built here (the science image).
     """
-    close = close or _close_now
     try:
         state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
         state.code_digest = "sha256:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
@@ -68,7 +65,7 @@ def execute(
             spare.live.close()
         raise
     try:
-        return _run(guest, code, limits, redactor, state, workspace, spare, close)
+        return _run(guest, code, limits, redactor, state, workspace, spare)
     except InputError:
         raise  # the caller's inputs, not the host, failed: a clear error for the caller
     except Exception as exc:
@@ -83,7 +80,6 @@ def _run(
     state: RunState,
     workspace: RunWorkspace | None,
     spare: Spare | None,
-    close: Callable[[LiveInstance], None],
 ) -> tuple[RunResult, int]:
     live = spare.live if spare is not None else None  # made for this kind of run: limit mode, memory, preopens
     try:
@@ -124,11 +120,9 @@ def _run(
         return build_result(state, guest.image, limits, report, fault, fuel_used, output, redactor, workspace)
     finally:
         if live is not None:
-            close(live)
-
-
-def _close_now(live: LiveInstance) -> None:
-    live.close()
+            # On the run's thread, not handed to another one: a segfault was seen once in a wasmtime
+            # thread shortly after a Store was closed on the spare thread (not reproduced since).
+            live.close()
 
 
 def build_result(

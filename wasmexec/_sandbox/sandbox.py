@@ -110,9 +110,9 @@ class Sandbox:
                 beforehand with ``wasmexec build --profile science``). None: the runtime's, else "default".
             spares: instances made and warmed up ahead of time, per kind of run, on a background
                 thread after each run (`wasmexec._sandbox.spares`): a run that finds one ready skips
-                instantiation (a trivial default-image run: about 1 ms instead of 3). Each is used by
+                instantiation (a trivial default-image run: about a third of the time). Each is used by
                 one run and dropped, so every run still starts fresh. Each ready spare holds about
-                1.5 MiB (default image) or 2 MiB (science) of memory and no CPU; 0 turns them off.
+                1.5 MiB (default image) or 3 MiB (science) of memory and no CPU; 0 turns them off.
                 Runs in place (`workspace=`), with another `skills` directory, or arriving while
                 others run or faster than spares can be made, use fresh instances as without spares.
                 Hits and misses: `spares.stats()`.
@@ -353,9 +353,8 @@ class Sandbox:
             with self._slots:
                 try:
                     spare = self.spares.take(spare_key) if spare_key is not None else None
-                    close = self.spares.retire if spare_key is not None else None
                     result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state,
-                                                 workspace, spare, close)  # fmt: skip
+                                                 workspace, spare)  # fmt: skip
                     if workspace is not None and result["artifacts"]:
                         self.artifacts.put(state.run_id, workspace.root_fd, result["artifacts"],
                                            move=workspace.in_place is None)  # fmt: skip

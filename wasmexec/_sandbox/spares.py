@@ -54,8 +54,6 @@ _MAX_TIMED_KEYS = 64
 _SMOOTHING = 0.3
 #: While runs come too fast, one refill in this many is made anyway (the load may have dropped).
 _PROBE_EVERY = 4
-#: Used instances waiting to be closed on the refill thread at most; past that a run closes its own.
-_MAX_CLOSING = 8
 #: How long the exit hook waits for a spare being made to finish (then closes it).
 _EXIT_WAIT_S = 10.0
 
@@ -172,10 +170,6 @@ class Spares:
         for _ in range(missing):
             _refiller.submit(self, key)
 
-    def retire(self, live: LiveInstance) -> None:
-        """Closes an instance a run has finished with, off the run's path (the frame's `close`)."""
-        _refiller.close_later(live)
-
     def wait_ready(self, key: SpareKey, timeout_s: float = 10.0) -> bool:
         """Waits until a spare of `key` is ready or none is coming; whether one is ready."""
         deadline = time.monotonic() + timeout_s
@@ -266,59 +260,35 @@ def _smoothed(average: float | None, sample: float) -> float:
 
 
 class _Refiller:
-    """The one background thread that makes spares for every pool of the process, and closes used
-    instances off the runs' path (closing a Store takes about a sixth of a trivial run)."""
+    """The one background thread that makes spares for every pool of the process."""
 
     def __init__(self) -> None:
-        self._queue: SimpleQueue[tuple[weakref.ref[Spares], SpareKey] | LiveInstance | None] = SimpleQueue()
+        self._queue: SimpleQueue[tuple[weakref.ref[Spares], SpareKey] | None] = SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._closing = 0
         self._stopped = False
 
-    def _start(self) -> bool:
-        """Starts the thread if needed; False once it was stopped (the interpreter is exiting)."""
+    def submit(self, spares: Spares, key: SpareKey) -> None:
         with self._lock:
-            if self._stopped:
-                return False
+            if self._stopped:  # the interpreter is exiting
+                return
             if self._thread is None:
                 self._thread = threading.Thread(target=self._work, name="wasmexec-spares", daemon=True)
                 self._thread.start()
-            return True
-
-    def submit(self, spares: Spares, key: SpareKey) -> None:
-        if self._start():
-            self._queue.put((weakref.ref(spares), key))
-
-    def close_later(self, live: LiveInstance) -> None:
-        """Closes `live` on the thread; at once when too many wait already or the thread has stopped."""
-        with self._lock:
-            later = self._closing < _MAX_CLOSING and not self._stopped
-            self._closing += later
-        if later and self._start():
-            self._queue.put(live)
-        else:
-            live.close()
+        self._queue.put((weakref.ref(spares), key))
 
     def _work(self) -> None:
         while True:
             item = self._queue.get()
             if item is None:
                 return
-            if isinstance(item, tuple):
-                spares = item[0]()
-                if spares is not None:
-                    spares.make(item[1])
-                del spares  # a pool dropped meanwhile must not be kept alive by this frame
-                continue
-            try:
-                item.close()
-            finally:
-                with self._lock:
-                    self._closing -= 1
+            spares = item[0]()
+            if spares is not None:
+                spares.make(item[1])
+            del spares  # a pool dropped meanwhile must not be kept alive by this frame
 
     def stop(self, timeout_s: float) -> None:
-        """Ends the thread after what was queued (every used instance closed): before the interpreter exits."""
+        """Ends the thread after the spare being made (if any): before the interpreter exits."""
         with self._lock:
             self._stopped = True
             thread = self._thread
