@@ -16,7 +16,7 @@ from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._sandbox.guest import ComponentGuest
 from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.output import OutputCapture
-from wasmexec._sandbox.spares import SpareKey, Spares
+from wasmexec._sandbox.spares import SpareKey, Spares, SpareStats
 from wasmexec._workspace.pool import default_pool
 
 LIMITS = Limits(timeout_ms=10_000)
@@ -238,6 +238,8 @@ def test_prometheus_counts_spare_hits_and_misses(spared: Sandbox) -> None:
     assert value("wasmexec_spare_takes_total", {"outcome": "hit"}) == 1
     assert value("wasmexec_spare_takes_total", {"outcome": "miss"}) == 1
     assert value("wasmexec_spares_ready") == 1
+    both = sum((spared.spares.stats(), spared.spares.stats()), SpareStats())  # a server with two profiles
+    assert (both.hits, both.misses, both.ready) == (2, 2, 2)
 
 
 def test_no_spare_is_made_while_other_runs_are_going(spared: Sandbox) -> None:

@@ -93,6 +93,11 @@ class SpareStats:
     ready: int = 0
     """Spares ready now."""
 
+    def __add__(self, other: SpareStats) -> SpareStats:
+        """The counts of two sandboxes together (a server with several profiles)."""
+        return SpareStats(self.hits + other.hits, self.misses + other.misses, self.skipped + other.skipped,
+                          self.failed + other.failed, self.ready + other.ready)  # fmt: skip
+
 
 class Spares:
     """The warm spares of one sandbox (see the module). Thread-safe."""
