@@ -24,6 +24,9 @@ class WitWorld(wit_world.WitWorld):
     def run(self, code: str, options_json: str) -> str:
         return _runner.run_to_json(code, options_json)
 
+    def prepare(self) -> bool:
+        return _runner.prepare()
+
 
 # Last: move every object of the snapshot to the permanent generation, so the garbage
 # collector never walks (and so never copies-on-write) the interpreter's own pages.

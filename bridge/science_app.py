@@ -41,3 +41,9 @@ def run() -> None:
     """One run: the code and options come through the door, the report goes back through it."""
     code, options_json = _door.call("run-input")
     _door.call("run-report", _runner.run_to_json(str(code), str(options_json)))
+
+
+def prepare() -> None:
+    """A spare's warm-up, before any run: the runner's path with a fixed dummy (no door call)."""
+    if not _runner.prepare():
+        raise RuntimeError("the warm-up did not run as it should")  # the host discards this instance

@@ -25,6 +25,9 @@ FILENAME = "<sandbox>"
 _LAST_VALUE = "__codemode_last_value__"
 _MAX_FRAMES = 5
 _DEFAULT_MAX_RESULT_BYTES = 1 << 20
+#: The fixed dummy a spare runs before any user code (`prepare`): no output, no clock, no host call.
+_WARM_CODE = "values = [n * 2 for n in range(8)]\nresult = {'sum': sum(values)}"
+_WARM_OPTIONS = '{"max_result_bytes": 4096}'
 
 _HINTS = {
     "SYNTAX_ERROR": "Fix the syntax at the line shown; the code must be a Python 3.14 module.",
@@ -68,6 +71,24 @@ def run_to_json(code: str, options_json: str) -> str:
     except UnicodeEncodeError:  # a lone surrogate (result = "\ud800") cannot cross the WIT string: escape all
         text = json.dumps(report, ensure_ascii=True, separators=(",", ":"))
     return text
+
+
+def prepare() -> bool:
+    """The `prepare` export: runs `_WARM_CODE` through the same path as a run, then drops its traces.
+
+    A spare instance (made ahead of time, used by one run, then dropped) calls it before any user
+    code: the run then finds the interpreter's pages and caches that a run touches already warm.
+    What it leaves is what a fresh instance would show a run: the report is dropped, the code's
+    line cache entry removed, its namespace gone; the random generator is re-seeded by the run.
+    Returns whether the dummy ran as it should (the host discards the instance otherwise).
+    """
+    try:
+        report = json.loads(run_to_json(_WARM_CODE, _WARM_OPTIONS))
+        ok = report.get("ok") is True and report.get("data_json") == '{"sum":56}'
+    except BaseException:
+        ok = False
+    linecache.cache.pop(FILENAME, None)
+    return ok
 
 
 def _safe_str(value: object) -> str:

@@ -55,8 +55,9 @@ def command_run(args: argparse.Namespace) -> int:
         if config is not None and config.servers:
             broker = stack.enter_context(opened_broker(args, config, policy, audit))
             tools, redactor = broker, broker.redactor
+        # One run per process: a spare made after it would never be used.
         sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
-                          skills=skills, profile=args.profile)  # fmt: skip
+                          skills=skills, profile=args.profile, spares=0)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
         control = RunControl()
         try:

@@ -43,6 +43,19 @@ class Sink:
             target(chunk)  # an OutputCapture stream: never raises
 
 
+class Decision:
+    """The Store's deadline decision, switched to the run's when it starts (it holds nothing of the
+    Store: the epoch module keeps it until the Store is finalized, so it must not keep the Store alive)."""
+
+    __slots__ = ("decide",)
+
+    def __init__(self) -> None:
+        self.decide: Callable[[], str | None] = _no_run_yet
+
+    def __call__(self) -> str | None:
+        return self.decide()
+
+
 class LiveInstance:
     """A Store for one guest (instantiated now, or when the run starts), bound to a run by `start`."""
 
@@ -63,7 +76,7 @@ class LiveInstance:
         self.guest = guest
         self.every_ticks = every_ticks
         self.stdout, self.stderr = Sink(), Sink()
-        self._decide: Callable[[], str | None] = _no_run_yet
+        self._decision = Decision()
         store = Store(guest.engine)
         wasi = WasiConfig()  # no env, args or network; stdin reads as empty; files only as preopened
         wasi.stdout_custom = self.stdout.write
@@ -77,13 +90,10 @@ class LiveInstance:
         self.store = store
         self.instance: Any = None
 
-    def _decision(self) -> str | None:
-        return self._decide()
-
     def warm(self) -> bool:
         """Instantiates and runs the image's warm-up (off any run); whether the instance is fit to use."""
         deadline = time.monotonic() + WARM_TIMEOUT_S
-        self._decide = lambda: "timeout" if time.monotonic() > deadline else None
+        self._decision.decide = lambda: "timeout" if time.monotonic() > deadline else None
         if self.guest.fuel:
             self.store.set_fuel(WARM_FUEL)
         self.instance = self.guest.instantiate(self.store)
@@ -93,7 +103,7 @@ class LiveInstance:
         """Binds the instance to a run: its fuel, its deadline from now on, its output."""
         if limits.fuel is not None:
             self.store.set_fuel(limits.fuel)
-        self._decide = decide
+        self._decision.decide = decide
         self.store.set_epoch_deadline(self.every_ticks)
         self.stdout.target, self.stderr.target = output.stdout.write, output.stderr.write
 
@@ -106,10 +116,14 @@ class LiveInstance:
     def fuel_left(self) -> int:
         return self.store.get_fuel()
 
-    def close(self) -> None:
-        """Drops the instance. On the thread that used it, never at interpreter exit: WASI output
-        callbacks finalized while the interpreter exits crash the process from wasmtime's threads."""
+    def stop(self) -> None:
+        """Unbinds the run's output (the guest has stopped: nothing more may reach the run's logs)."""
         self.stdout.target = self.stderr.target = None
+
+    def close(self) -> None:
+        """Drops the instance. Never while the interpreter exits: WASI output callbacks finalized then
+        crash the process from wasmtime's threads (spares are closed by an exit hook before that)."""
+        self.stop()
         self.store.close()
 
 

@@ -29,6 +29,7 @@ from wasmexec._toolhost import ToolHost
 from wasmexec._workspace.workspace import InputError
 
 if TYPE_CHECKING:
+    from wasmexec._sandbox.spares import Spare
     from wasmexec._workspace.workspace import RunWorkspace
 
 
@@ -40,23 +41,31 @@ def execute(
     redactor: Redactor,
     state: RunState | None = None,
     workspace: RunWorkspace | None = None,
+    spare: Spare | None = None,
 ) -> tuple[RunResult, int]:
     """Runs `code` once in a fresh sandbox of `runtime`'s image; returns the run result and how many
     secrets were redacted.
 
     With a `workspace` (prepared by the caller, released by the caller) the guest gets its
     /workspace and /tmp, the workspace limits are checked on every tick, and the result lists
-    the artifacts. Never raises once the guest is ready: a failure on the host becomes a
+    the artifacts. With a `spare` (`wasmexec._sandbox.spares`, of the kind this run needs) the
+    run uses that instance, made and warmed up ahead, instead of making one. The instance is
+    closed at the end of the run, on this thread. Never raises once the guest is ready: a failure on the host becomes a
     structured ``SandboxError`` result (`host_error_result`), so every run has a result to audit.
 
     Raises:
         BuildError: the image is not built and cannot be built here (the science image).
     """
-    state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
-    state.code_digest = "sha256:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
-    guest = runtime.guest(limits.fuel is not None)
     try:
-        return _run(guest, code, limits, redactor, state, workspace)
+        state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
+        state.code_digest = "sha256:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
+        guest = runtime.guest(limits.fuel is not None)
+    except BaseException:
+        if spare is not None:
+            spare.live.close()
+        raise
+    try:
+        return _run(guest, code, limits, redactor, state, workspace, spare)
     except InputError:
         raise  # the caller's inputs, not the host, failed: a clear error for the caller
     except Exception as exc:
@@ -70,30 +79,34 @@ def _run(
     redactor: Redactor,
     state: RunState,
     workspace: RunWorkspace | None,
+    spare: Spare | None,
 ) -> tuple[RunResult, int]:
-    state.started = time.monotonic()  # the clock starts now, not while the guest was loading
-    output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started, on_entry=state.on_output)
-    if limits.memory_bytes < guest.memory_floor_bytes:  # instantiation would fail with a wasmtime error
-        return build_result(state, guest.image, limits, GuestReport(False, limit="memory"), None, 0, output, redactor)
-    if workspace is not None:
-        passed = workspace.prepare()
-        if passed is not None:  # the inputs alone pass a workspace limit: the code does not run
-            builder = ResultBuilder(state, guest.image, limits)
-            builder.fail_with_limit(passed)
-            return builder.finish([], None, redactor)
-    if workspace is None:
-        live = LiveInstance(guest, limits.memory_bytes)
-        decide = state.should_stop
-    else:
-        live = LiveInstance(guest, limits.memory_bytes, every_ticks=1, preopen=workspace.preopen)
-        decide = _stop_or_quota(state, workspace)
-    guest_options: dict[str, object] = {"max_result_bytes": limits.max_result_bytes}
-    if workspace is not None:
-        guest_options.update(workspace.guest_options())
-    options = json.dumps(guest_options)
-    report: GuestReport | None = None
-    fault: Exception | None = None
+    live = spare.live if spare is not None else None  # made for this kind of run: limit mode, memory, preopens
     try:
+        state.started = time.monotonic()  # the clock starts now, not while the guest was loading
+        output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started,
+                               on_entry=state.on_output)  # fmt: skip
+        if limits.memory_bytes < guest.memory_floor_bytes:  # instantiation would fail with a wasmtime error
+            too_small = GuestReport(False, limit="memory")
+            return build_result(state, guest.image, limits, too_small, None, 0, output, redactor)
+        if workspace is not None:
+            passed = workspace.prepare(spare.run_dir if spare is not None else None)
+            if passed is not None:  # the inputs alone pass a workspace limit: the code does not run
+                builder = ResultBuilder(state, guest.image, limits)
+                builder.fail_with_limit(passed)
+                return builder.finish([], None, redactor)
+        if live is None and workspace is None:
+            live = LiveInstance(guest, limits.memory_bytes)
+        elif live is None and workspace is not None:
+            live = LiveInstance(guest, limits.memory_bytes, every_ticks=1, preopen=workspace.preopen)
+        assert live is not None
+        decide = state.should_stop if workspace is None else _stop_or_quota(state, workspace)
+        guest_options: dict[str, object] = {"max_result_bytes": limits.max_result_bytes}
+        if workspace is not None:
+            guest_options.update(workspace.guest_options())
+        options = json.dumps(guest_options)
+        report: GuestReport | None = None
+        fault: Exception | None = None
         with guest.ticker, _hostcalls.bind(state):
             try:
                 live.start(limits, output, decide)
@@ -103,9 +116,13 @@ def _run(
             finally:
                 state.finish()
         fuel_used = limits.fuel - live.fuel_left() if limits.fuel is not None else None
+        live.stop()  # the guest has stopped: nothing more reaches the run's output
+        return build_result(state, guest.image, limits, report, fault, fuel_used, output, redactor, workspace)
     finally:
-        live.close()  # here, on the run's thread (see `LiveInstance.close`)
-    return build_result(state, guest.image, limits, report, fault, fuel_used, output, redactor, workspace)
+        if live is not None:
+            # On the run's thread, not handed to another one: a segfault was seen once in a wasmtime
+            # thread shortly after a Store was closed on the spare thread (not reproduced since).
+            live.close()
 
 
 def build_result(

@@ -63,15 +63,15 @@ class ScienceGuest:
         return GuestReport(False, error=error)  # type: ignore[arg-type]
 
     def warm(self, store: Store, instance: Any) -> bool:
-        _turn(store, instance, WARM_SOURCE)  # no door is bound: the warm-up cannot reach the host
-        return True
+        return bool(_turn(store, instance, WARM_SOURCE) == 0)  # no door is bound: the warm-up cannot reach the host
 
 
-def _turn(store: Store, instance: Any, source: bytes) -> None:
+def _turn(store: Store, instance: Any, source: bytes) -> Any:
+    """Runs `source` in the guest's ``__main__``; the `turn` export's status (0: it ran without an exception)."""
     exports = instance.exports(store)
     memory, alloc, turn = exports["memory"], exports["host_alloc"], exports["turn"]
     pointer = alloc(store, len(source)) & 0xFFFFFFFF
     if not pointer or pointer + len(source) > memory.data_len(store):
         raise MemoryError("the guest could not allocate the turn's source")
     memory.write(store, source, pointer)
-    turn(store, pointer, len(source))
+    return turn(store, pointer, len(source))

@@ -22,21 +22,27 @@ wasmexec_sampling_calls_total      outcome   ``codemode.llm`` calls, from each r
 wasmexec_profile_ready             profile   1 for each guest image served (each is loaded
                                              before the server listens)
 wasmexec_profile_runs_total        profile   runs ended, by the guest image they ran in
+wasmexec_spare_takes_total         outcome   runs that could use a warm spare: hit (took one) or
+                                             miss (made their own instance)
+wasmexec_spares_ready              —         warm spares ready now
 ================================== ========= ============================================
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import get_args
+from typing import TYPE_CHECKING, get_args
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from wasmexec._envelope import LimitName, RunResult
 from wasmexec._sampling import trace_outcome
 from wasmexec._server.admission import Admission
+
+if TYPE_CHECKING:
+    from wasmexec._sandbox.spares import SpareStats
 
 #: Run durations: from a bare expression (milliseconds) to the longest timeouts.
 DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -57,6 +63,7 @@ class RunMetrics:
         servers: Collection[str] = (),
         breaker_states: Callable[[], dict[str, str]] | None = None,
         profiles: Mapping[str, str] | None = None,
+        spares: Callable[[], SpareStats] | None = None,
     ) -> None:
         """
         Args:
@@ -64,6 +71,7 @@ class RunMetrics:
             servers: the configured server ids (the only values of the ``server`` label).
             breaker_states: server id → breaker state, read at each scrape.
             profiles: the profiles served → their ``sandbox_image`` (the only values of the ``profile`` label).
+            spares: the sandbox's warm spare counts (`Spares.stats`), read at each scrape.
         """
         self.registry = CollectorRegistry()
         self._servers = frozenset(servers)
@@ -89,6 +97,8 @@ class RunMetrics:
             ready.labels(profile=profile).set(1)
         self.profile_runs = Counter("wasmexec_profile_runs", "Runs ended, by guest image.", ["profile"],
                                     registry=registry)  # fmt: skip
+        if spares is not None:
+            registry.register(_SpareCollector(spares))
 
     def observe_run(self, result: RunResult | BaseException) -> None:
         """Counts one ended run (the admission's observer)."""
@@ -143,3 +153,19 @@ class _BreakerCollector(Collector):
             for state in BREAKER_STATES:
                 family.add_metric([server, state], 1.0 if state == current else 0.0)
         yield family
+
+
+class _SpareCollector(Collector):
+    """Reads the sandbox's spare counts at scrape time."""
+
+    def __init__(self, stats: Callable[[], SpareStats]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self._stats()
+        takes = CounterMetricFamily("wasmexec_spare_takes", "Runs that could use a warm spare, by outcome.",
+                                    labels=["outcome"])  # fmt: skip
+        takes.add_metric(["hit"], stats.hits)
+        takes.add_metric(["miss"], stats.misses)
+        yield takes
+        yield GaugeMetricFamily("wasmexec_spares_ready", "Warm spares ready now.", value=stats.ready)

@@ -154,8 +154,10 @@ async def streamed(stream: OutputStream, send: Send | None) -> AsyncIterator[Non
 async def _pump(stream: OutputStream, send: Send) -> None:
     while True:
         await anyio.sleep(STREAM_INTERVAL_S)
-        if not await _send_all(stream, send):
-            return
+        # Shielded: cancelled between `take` and its send (the run just ended), the text taken would be lost.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STREAM_INTERVAL_S * 5):
+            if not await _send_all(stream, send):
+                return
 
 
 async def _send_all(stream: OutputStream, send: Send) -> bool:

@@ -37,6 +37,14 @@ GUEST_TMP = "/tmp"
 GUEST_SKILLS = "/skills"
 
 
+def preopen(wasi: WasiConfig, workspace: Path, tmp: Path, skills: Path | None) -> None:
+    """/workspace and /tmp (read-write) and /skills (read-only) if there is one, into a WASI config."""
+    wasi.preopen_dir(str(workspace), GUEST_WORKSPACE, True)
+    wasi.preopen_dir(str(tmp), GUEST_TMP, True)
+    if skills is not None:
+        wasi.preopen_dir(str(skills), GUEST_SKILLS, False)
+
+
 class InputError(ValueError):
     """An input file could not be written into the workspace (something the guest left is in the way)."""
 
@@ -130,19 +138,25 @@ class RunWorkspace:
         """A descriptor of the workspace directory (valid until `release`)."""
         return self._root_fd
 
-    def prepare(self) -> StopReason | None:
+    def prepare(self, run_dir: RunDir | None = None) -> StopReason | None:
         """Makes the directories, copies the inputs in, starts the quota; a limit the inputs already pass.
+
+        `run_dir`: a run directory from the pool that a spare instance already preopened
+        (`wasmexec._sandbox.spares`); the workspace adopts it (and releases it) instead of taking one.
 
         Raises:
             InputError: an input could not be written (in an in-place workspace, a symlink or a file
                 where a directory should be); nothing outside the workspace is ever touched.
             OSError: a directory could not be made (a full disk).
         """
+        if run_dir is not None:
+            self.run_dir = run_dir  # adopted now: `release` hands it back whatever happens next
         if self.inputs.total_bytes > self.limits.workspace_bytes:
             return "workspace_bytes"
         if len(self.inputs.files) > self.limits.workspace_files:
             return "workspace_files"
-        self.run_dir = self.pool.take()
+        if self.run_dir is None:
+            self.run_dir = self.pool.take()
         self._root_fd = safefs.open_root(self.directory)
         self._tmp_fd = safefs.open_root(self.run_dir.tmp)
         for parts, content in self.inputs.files:
@@ -168,10 +182,7 @@ class RunWorkspace:
     def preopen(self, wasi: WasiConfig) -> None:
         """Gives the guest /workspace and /tmp (read-write) and /skills (read-only) if there is one."""
         assert self.run_dir is not None, "prepare() first"
-        wasi.preopen_dir(str(self.directory), GUEST_WORKSPACE, True)
-        wasi.preopen_dir(str(self.run_dir.tmp), GUEST_TMP, True)
-        if self.skills is not None:
-            wasi.preopen_dir(str(self.skills), GUEST_SKILLS, False)
+        preopen(wasi, self.directory, self.run_dir.tmp, self.skills)
 
     def guest_options(self) -> dict[str, object]:
         """What the guest needs to know: its working directory, and where skills are."""

@@ -1,0 +1,318 @@
+"""Warm spares: instances made ahead of time, off the caller's path, each used by one run and dropped.
+
+A spare is a fresh instance in which no user code has run: made on a background thread,
+warmed up by the image's fixed dummy (`Guest.warm`: the default image's ``prepare`` export,
+the science image's warm-up ``turn``), kept until one run takes it, then closed with that
+run. A run that finds none ready never waits: it makes its own instance, as without spares.
+Every run therefore still starts from a pristine image; spares only move the instantiation
+and the first touches of its pages (most of a trivial run's time) before the request.
+
+The policy (measured in ``/work/shared/notes/warm-spares.md`` and `benchmarks/bench_spares.py`):
+
+- a bounded number per kind of run (`SpareKey`: limit mode, memory limit, workspace shape),
+  for at most `MAX_KEYS` kinds (the least recently used kind's spares are dropped);
+- made only after a run ends (or when the sandbox is prepared), never while the caller waits;
+- skipped while other runs of the sandbox are still going, and while runs arrive faster than a
+  spare can be made (back-to-back load): the spare would not be ready in time, and making it
+  would only take CPU from the runs (measured: parallel runs lost a quarter of their throughput);
+- a spare whose warm-up failed is discarded; all are closed before the interpreter exits
+  (WASI output callbacks finalized at exit crash the process).
+
+One refill thread serves the whole process; it holds each pool weakly, so a sandbox dropped
+without `close` takes its spares with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from queue import SimpleQueue
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # wasmtime is loaded when a spare is made, not when the CLI reads the bounds below
+    from wasmexec._sandbox.guest import GuestRuntime
+    from wasmexec._sandbox.instance import LiveInstance
+    from wasmexec._workspace.pool import RunDir, RunDirPool
+
+#: Spares a sandbox keeps ready per kind of run by default: one (two made the measured latency worse:
+#: the refills competed with the runs on a 2-core machine).
+DEFAULT_SPARES = 1
+#: The most a sandbox may keep per kind of run (an operator's ceiling on memory held idle).
+MAX_SPARES = 8
+#: Kinds of run (limit mode, memory limit, workspace shape) that keep spares at once.
+MAX_KEYS = 4
+#: Kinds of run whose timing is kept (client-chosen limits make kinds: their number stays bounded).
+_MAX_TIMED_KEYS = 64
+#: Weight of the newest sample in the moving averages of gaps between runs and of making a spare.
+_SMOOTHING = 0.3
+#: While runs come too fast, one refill in this many is made anyway (the load may have dropped).
+_PROBE_EVERY = 4
+#: How long the exit hook waits for a spare being made to finish (then closes it).
+_EXIT_WAIT_S = 10.0
+
+
+@dataclass(frozen=True)
+class SpareKey:
+    """The kind of run a spare can serve: everything fixed when its Store was made."""
+
+    fuel: bool
+    memory_bytes: int
+    files: bool
+    """The run has a workspace: a run directory preopened at /workspace and /tmp."""
+    skills: Path | None = None
+    """The directory preopened read-only at /skills (with `files` only)."""
+
+
+@dataclass
+class Spare:
+    """A warmed-up instance, and the run directory it preopened (a workspace run adopts it)."""
+
+    live: LiveInstance
+    run_dir: RunDir | None
+
+
+@dataclass
+class SpareStats:
+    """What the spares of one sandbox did so far."""
+
+    hits: int = 0
+    """Runs that took a ready spare."""
+    misses: int = 0
+    """Eligible runs that found none ready and made their own instance."""
+    skipped: int = 0
+    """Refills not made because runs arrived faster than spares could be made."""
+    failed: int = 0
+    """Spares discarded because making or warming them failed."""
+    ready: int = 0
+    """Spares ready now."""
+
+    def __add__(self, other: SpareStats) -> SpareStats:
+        """The counts of two sandboxes together (a server with several profiles)."""
+        return SpareStats(self.hits + other.hits, self.misses + other.misses, self.skipped + other.skipped,
+                          self.failed + other.failed, self.ready + other.ready)  # fmt: skip
+
+
+class Spares:
+    """The warm spares of one sandbox (see the module). Thread-safe."""
+
+    def __init__(self, runtime: GuestRuntime, count: int, pool: RunDirPool) -> None:
+        """
+        Args:
+            runtime: the image the spares are instances of.
+            count: spares kept ready per kind of run; 0 turns spares off.
+            pool: where a workspace spare takes its run directory (the one its runs release to).
+        """
+        if not 0 <= count <= MAX_SPARES:
+            raise ValueError(f"spares must be between 0 and {MAX_SPARES}, not {count}")
+        self.count = count
+        self._runtime = runtime
+        self._pool = pool
+        self._lock = threading.Condition()
+        self._ready: OrderedDict[SpareKey, list[Spare]] = OrderedDict()
+        self._pending: dict[SpareKey, int] = {}
+        self._last_end: dict[SpareKey, float] = {}
+        self._gap_s: dict[SpareKey, float] = {}
+        self._make_s: float | None = None
+        self._skips: dict[SpareKey, int] = {}
+        self._stats = SpareStats()
+        self._closed = count == 0
+        if count:
+            _open_pools.add(self)
+
+    def take(self, key: SpareKey) -> Spare | None:
+        """A ready spare of `key` (the caller owns it now), or None: the run makes its own instance."""
+        now = time.monotonic()
+        with self._lock:
+            last = self._last_end.get(key)
+            if last is not None:
+                self._gap_s[key] = _smoothed(self._gap_s.get(key), now - last)
+            ready = self._ready.get(key)
+            if ready:
+                self._stats.hits += 1
+                self._ready.move_to_end(key)
+                return ready.pop()
+            self._stats.misses += 1
+            return None
+
+    def refill(self, key: SpareKey, busy: bool = False) -> None:
+        """After a run of `key` ended: has a spare made unless enough are ready or coming, or other runs
+        are still going (`busy`: the spare would take CPU from them), or runs come faster than a spare
+        can be made."""
+        with self._lock:
+            if busy:
+                self._last_end[key] = time.monotonic()
+                self._stats.skipped += 1
+                return
+            if key not in self._last_end and len(self._last_end) >= _MAX_TIMED_KEYS:
+                for timings in (self._last_end, self._gap_s, self._skips):  # many kinds of run: start over
+                    timings.clear()
+            self._last_end[key] = time.monotonic()
+            gap = self._gap_s.get(key)
+            too_fast = gap is not None and self._make_s is not None and gap < self._make_s
+            if too_fast and self._skips.get(key, 0) < _PROBE_EVERY - 1:
+                self._skips[key] = self._skips.get(key, 0) + 1
+                self._stats.skipped += 1
+                return
+            self._skips[key] = 0  # one in `_PROBE_EVERY` is made anyway: the time to make one is measured again
+        self.fill(key)
+
+    def fill(self, key: SpareKey) -> None:
+        """Has spares of `key` made in the background up to the count (e.g. when the sandbox is prepared)."""
+        with self._lock:
+            if self._closed:
+                return
+            missing = self.count - len(self._ready.get(key, ())) - self._pending.get(key, 0)
+            if missing <= 0:
+                return
+            self._pending[key] = self._pending.get(key, 0) + missing
+        for _ in range(missing):
+            _refiller.submit(self, key)
+
+    def wait_ready(self, key: SpareKey, timeout_s: float = 10.0) -> bool:
+        """Waits until a spare of `key` is ready or none is coming; whether one is ready."""
+        deadline = time.monotonic() + timeout_s
+        with self._lock:
+            while not self._ready.get(key) and self._pending.get(key, 0) > 0:
+                if not self._lock.wait(max(0.0, deadline - time.monotonic())):
+                    break
+            return bool(self._ready.get(key))
+
+    def stats(self) -> SpareStats:
+        with self._lock:
+            ready = sum(len(spares) for spares in self._ready.values())
+            return SpareStats(self._stats.hits, self._stats.misses, self._stats.skipped, self._stats.failed, ready)
+
+    def close(self) -> None:
+        """Closes the ready spares and makes no more. Idempotent."""
+        with self._lock:
+            self._closed = True
+            dropped = [spare for spares in self._ready.values() for spare in spares]
+            self._ready.clear()
+            self._lock.notify_all()
+        for spare in dropped:
+            self._discard(spare)
+        _open_pools.discard(self)
+
+    def make(self, key: SpareKey) -> None:
+        """Makes one spare of `key` (on the refill thread) and keeps it, unless the pool closed meanwhile."""
+        spare: Spare | None = None
+        started = time.monotonic()
+        if not self._closed:
+            spare = self._new_spare(key)
+        elapsed = time.monotonic() - started
+        evicted: list[Spare] = []
+        with self._lock:
+            self._pending[key] = max(0, self._pending.get(key, 0) - 1)
+            if spare is None:
+                if not self._closed:
+                    self._stats.failed += 1
+            elif self._closed:
+                evicted.append(spare)
+            else:
+                self._make_s = _smoothed(self._make_s, elapsed)
+                self._ready.setdefault(key, []).append(spare)
+                self._ready.move_to_end(key)
+                while len(self._ready) > MAX_KEYS:
+                    evicted.extend(self._ready.popitem(last=False)[1])
+            self._lock.notify_all()
+        for old in evicted:
+            self._discard(old)
+
+    def _new_spare(self, key: SpareKey) -> Spare | None:
+        """A warmed-up instance of `key`; None when making or warming it failed (it is discarded)."""
+        from wasmexec._sandbox.epoch import CHECK_EVERY_TICKS
+        from wasmexec._sandbox.instance import LiveInstance
+        from wasmexec._workspace.workspace import preopen
+
+        run_dir: RunDir | None = None
+        live: LiveInstance | None = None
+        try:
+            guest = self._runtime.guest(key.fuel)
+            if key.memory_bytes < guest.memory_floor_bytes:
+                return None
+            adds: Callable[..., None] | None = None
+            if key.files:
+                run_dir = self._pool.take()
+                adds = partial(preopen, workspace=run_dir.workspace, tmp=run_dir.tmp, skills=key.skills)
+            every = 1 if key.files else CHECK_EVERY_TICKS  # as the frame watches a workspace run
+            live = LiveInstance(guest, key.memory_bytes, every, adds)
+            if live.warm():
+                return Spare(live, run_dir)
+        except Exception:
+            pass  # a spare that cannot be made is a miss for the next run, never an error
+        self._discard(Spare(live, run_dir) if live is not None else None, run_dir)
+        return None
+
+    def _discard(self, spare: Spare | None, run_dir: RunDir | None = None) -> None:
+        """Closes a spare no run will use, and gives its run directory to the pool to remove."""
+        if spare is not None:
+            spare.live.close()
+            run_dir = spare.run_dir
+        if run_dir is not None:
+            watcher = run_dir.watcher
+            self._pool.release(run_dir, watcher.close if watcher is not None else None)
+
+
+def _smoothed(average: float | None, sample: float) -> float:
+    return sample if average is None else average + _SMOOTHING * (sample - average)
+
+
+class _Refiller:
+    """The one background thread that makes spares for every pool of the process."""
+
+    def __init__(self) -> None:
+        self._queue: SimpleQueue[tuple[weakref.ref[Spares], SpareKey] | None] = SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def submit(self, spares: Spares, key: SpareKey) -> None:
+        with self._lock:
+            if self._stopped:  # the interpreter is exiting
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="wasmexec-spares", daemon=True)
+                self._thread.start()
+        self._queue.put((weakref.ref(spares), key))
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            spares = item[0]()
+            if spares is not None:
+                spares.make(item[1])
+            del spares  # a pool dropped meanwhile must not be kept alive by this frame
+
+    def stop(self, timeout_s: float) -> None:
+        """Ends the thread after the spare being made (if any): before the interpreter exits."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(timeout_s)
+
+
+_refiller = _Refiller()
+_open_pools: weakref.WeakSet[Spares] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """Before the interpreter exits: no more spares, the one being made finished, every spare closed."""
+    pools = list(_open_pools)
+    for spares in pools:
+        with spares._lock:
+            spares._closed = True
+    _refiller.stop(_EXIT_WAIT_S)
+    for spares in pools:
+        spares.close()
