@@ -19,6 +19,10 @@ from tests.integration.conftest import SERVERS, child_env
 from wasmexec import Limits, Runtime
 from wasmexec._server.description import input_schema
 
+#: `wasmexec serve` serves the default image only (no --profile option yet); that limits are ceilings is
+#: host code both images share (`Limits`, the server's input schema), and every limit itself is tested
+#: against both images through the Python API (test_memory_and_stack.py, test_time_and_fuel.py, ...).
+PROFILE_ONLY = ("default", "`wasmexec serve` has no --profile option yet: it serves the default image only")
 MODES = ["legacy", "auto"]
 CEILINGS = {"timeout_ms": 8000, "memory_mb": 64, "max_tool_calls": 3}
 #: Fits under 64 MiB beside the interpreter (about 30 MiB), not under 32 MiB.

@@ -33,7 +33,7 @@ from wasmtime import Caller, Func, Memory, Trap, WasmtimeError
 from wasmtime import _bindings as ffi
 from wasmtime._ffi import WASMTIME_I32
 
-from wasmexec import _runstate
+from wasmexec import _runstate, _sampling
 from wasmexec._sandbox import hostcalls
 from wasmexec._toolhost import MAX_NAME_CHARS, MAX_PAYLOAD_BYTES
 
@@ -47,6 +47,16 @@ MAX_CALL_REQUEST_BYTES = MAX_PAYLOAD_BYTES + 4 * 2 * MAX_NAME_CHARS * 4 + 4096
 REPORT_MARGIN_BYTES = 2 * 1024 * 1024
 _MASK32 = 0xFFFFFFFF
 _U64 = 2**64
+#: Each operation's string arguments' bounds in UTF-8 bytes: the component's trampolines'
+#: (`hostcalls._trampoline`), so an argument over its bound reaches the host function as a short
+#: prefix with its size in `hostcalls._dropped`, and is refused as the component's would be. Some
+#: host functions rely on it alone (`start-sample`'s prompt and system prompt).
+_UTF8 = 4
+_BOUNDS: dict[str, tuple[int | None, ...]] = {
+    "catalog": (hostcalls.MAX_OP_CHARS * _UTF8, hostcalls.MAX_REQUEST_BYTES),
+    "start-call": (MAX_NAME_CHARS * _UTF8, MAX_NAME_CHARS * _UTF8, MAX_PAYLOAD_BYTES),
+    "start-sample": (_sampling.MAX_PROMPT_BYTES, _sampling.MAX_SYSTEM_BYTES, None),
+}
 
 
 @dataclass
@@ -109,8 +119,24 @@ def _strings(args: list[Any], count: int) -> bool:
 
 
 def _sample_args(args: list[Any]) -> bool:
-    """prompt, system, max_tokens: two strings and a u32 (the sizes are checked by `_sampling`)."""
+    """prompt, system, max_tokens: two strings and a u32 (their sizes are bounded by `_bounded`)."""
     return len(args) == 3 and _strings(args[:2], 2) and type(args[2]) is int and 0 <= args[2] <= _MASK32
+
+
+def _bounded(op: str, args: list[Any]) -> list[Any]:
+    """`args` with each string over its bound (`_BOUNDS`) cut to a prefix, the sizes noted in `hostcalls._dropped`."""
+    sizes: dict[int, int] = {}
+    bounded = list(args)
+    for index, bound in enumerate(_BOUNDS[op]):
+        value = args[index]
+        if bound is None or not isinstance(value, str) or len(value) * _UTF8 <= bound:
+            continue  # (a character is at most 4 bytes: cannot be over)
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > bound:
+            sizes[index] = size
+            bounded[index] = value[: hostcalls.TRACED_NAME_CHARS] or "-"
+    hostcalls._dropped.sizes = sizes
+    return bounded
 
 
 def _wait(args: list[Any]) -> dict[str, Any]:
@@ -139,11 +165,11 @@ def answer(run: DoorRun, request: bytes) -> dict[str, Any]:
     if not isinstance(args, list):
         return _error("invalid-argument", "the request's 'args' is not a list")
     if op == "catalog" and _strings(args, 2):
-        return _outcome(hostcalls.host_catalog(None, *args))
+        return _outcome(hostcalls.host_catalog(None, *_bounded(op, args)))
     if op == "start-call" and _strings(args, 4):  # the kind is a WIT case name, checked by host_start_call
-        return _outcome(hostcalls.host_start_call(None, *args))
+        return _outcome(hostcalls.host_start_call(None, *_bounded(op, args)))
     if op == "start-sample" and _sample_args(args):
-        return _outcome(hostcalls.host_start_sample(None, *args))
+        return _outcome(hostcalls.host_start_sample(None, *_bounded(op, args)))
     if op == "wait":
         return _wait(args)
     if op == "run-input" and not args:
