@@ -346,13 +346,14 @@ def test_a_refused_start_call_frees_its_slot(runtime: Runtime, broker: Broker) -
 def test_arguments_that_would_hold_more_than_the_memory_limit_are_refused(
     runtime: Runtime, broker: Broker, host_time: list[float]
 ) -> None:
-    # 24 x the arguments must pass the limit, which must leave the guest room to build them: the science
-    # image alone takes 64.2 MiB.
-    memory_mb, pad = (96, 5_000_000) if profile_of(runtime) == "science" else (64, 3_000_000)
+    # 24 x the arguments must pass the limit, which must leave the guest room to build them (the science
+    # image alone takes 64.2 MiB), and time to decode them (or the deadline check refuses them first).
+    science = profile_of(runtime) == "science"
+    memory_mb, pad, deadline_ms = (128, 6_000_000, ROOMY_DEADLINE_MS) if science else (64, 3_000_000, DEADLINE_MS)
     code = _raw(f"host.start_call('slow', 'sleep_for', json.dumps({{'seconds': 0, 'pad': 'x' * {pad}}}), TOOL)")
-    result, elapsed = _timed(_sandbox(runtime, broker), code, Limits(timeout_ms=DEADLINE_MS, memory_mb=memory_mb))
+    result, elapsed = _timed(_sandbox(runtime, broker), code, Limits(timeout_ms=deadline_ms, memory_mb=memory_mb))
     outcome = data_of(result)
-    _assert_prompt(elapsed, host_time, DEADLINE_MS)
+    _assert_prompt(elapsed, host_time, deadline_ms)
     assert outcome[:2] == ["err", "LIMIT_EXCEEDED"], outcome
     assert "memory limit" in outcome[2]
 
