@@ -4,6 +4,7 @@
     discovery.list_servers()                      # [{server_id, server_name, module}]
     discovery.search_tools("create issue")        # {query, results: [{server_id, tool_name, export_name, ...}]}
     discovery.get_tool("github", "create_issue")  # full detail: schemas, Python signature, docstring
+    discovery.packages()                          # [{name, version}]: what can be imported beyond the stdlib
 
 Then call a tool as a Python function: ``import servers.github as gh; await gh.create_issue(...)``.
 
@@ -21,7 +22,8 @@ from typing import Any
 from codemode import _files, _host
 
 __all__ = [
-    "describe_server", "get_tool", "list_servers", "list_skills", "list_tools", "search_tools", "spec_version"
+    "describe_server", "get_tool", "list_servers", "list_skills", "list_tools", "packages", "search_tools",
+    "spec_version",
 ]  # fmt: skip
 
 #: The version of this discovery API (declared here, served by ``__getattr__`` below).
@@ -102,3 +104,32 @@ def list_skills() -> list[dict[str, str]]:
     Example: ``[s["name"] for s in discovery.list_skills()]``, then ``from skills import csvtools``.
     """
     return _files.list_skills()
+
+
+def packages() -> list[dict[str, str]]:
+    """The installed packages beyond the standard library: ``[{"name", "version"}]``, sorted by name.
+
+    Empty in the default sandbox (the standard library only); the science sandbox has numpy,
+    pandas, scipy, scikit-learn (``import sklearn``), statsmodels, matplotlib and more.
+    Example: ``{p["name"]: p["version"] for p in discovery.packages()}.get("pandas")``
+    """
+    return [{"name": name, "version": version} for name, version in _PACKAGES]
+
+
+def _installed() -> tuple[tuple[str, str], ...]:
+    """The distributions on sys.path, from their metadata.
+
+    Read when this module is imported, which is when the sandbox image is built: the
+    snapshot keeps the answer, so a run pays nothing for it (a scan costs about 0.3 s).
+    """
+    try:
+        from importlib import metadata
+
+        found = {(dist.metadata["Name"], dist.version) for dist in metadata.distributions()}
+    except Exception:  # a broken metadata file must not break the bridge's import
+        return ()
+    found = {(name, version) for name, version in found if isinstance(name, str) and isinstance(version, str)}
+    return tuple(sorted(found, key=lambda item: (item[0].lower(), item[1])))
+
+
+_PACKAGES = _installed()

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 from typing import TextIO
 
+from wasmexec._cli.cache import add_cache_parser, cache_usage
 from wasmexec._cli.config import add_config_parser
 from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_tools_parser(commands)
     add_config_parser(commands)
+    add_cache_parser(commands)
     return parser
 
 
@@ -91,6 +93,7 @@ def _command_build(args: argparse.Namespace) -> int:
         progress(f"wasmexec: wrote {path}")
     if args.output is not None:
         progress(f"wasmexec: ship {args.output} and run with --cache-dir {args.output} (read-only is fine)")
+    cache_usage(runtime.artifacts.directory)
     return EXIT_OK
 
 
@@ -100,10 +103,16 @@ def _build_science(args: argparse.Namespace) -> int:
     runtime = runtime_from_args(args)
     if not isinstance(runtime, ScienceRuntime):  # runtime_from_args follows --profile
         raise TypeError("not the science runtime")
-    if args.output is not None:
-        raise UsageError("--output is not supported with --profile science yet")
     runtime.build()
     progress(f"wasmexec: science image {runtime.sandbox_image}")
+    if args.output is not None:
+        from wasmexec._science.runtime import engine_key
+
+        engines = {engine_key(fuel): runtime.prepare(fuel).engine for fuel in (True, False)}
+        for path in runtime.artifacts.export(args.output, engines):
+            progress(f"wasmexec: wrote {path}")
+        progress(f"wasmexec: ship {args.output} and run with --cache-dir {args.output} (read-only is fine)")
+    cache_usage(runtime.artifacts.directory)
     return EXIT_OK
 
 

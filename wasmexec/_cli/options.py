@@ -32,6 +32,7 @@ from wasmexec._limits import (
     MAX_WORKSPACE_FILES,
     MAX_WORKSPACE_MB,
 )
+from wasmexec._profiles import PROFILES
 from wasmexec._tools.pii import PII_MODES
 
 if TYPE_CHECKING:
@@ -367,7 +368,7 @@ def _server_errlog(to_terminal: bool) -> Iterator[TextIO]:
 def add_profile_option(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--profile",
-        choices=("default", "science"),
+        choices=PROFILES,
         metavar="NAME",
         default="default",
         help='the guest image: default, or science (numpy, pandas, matplotlib; pip install "wasmexec[science]", '
@@ -375,11 +376,11 @@ def add_profile_option(parser: argparse._ActionsContainer) -> None:
     )
 
 
-def runtime_from_args(args: argparse.Namespace) -> Runtime | ScienceRuntime:
-    """The runtime of --profile whose compiled artifacts live in --cache-dir (or WASMEXEC_CACHE_DIR, or the
-    user cache dir)."""
+def runtime_from_args(args: argparse.Namespace, profile: str | None = None) -> Runtime | ScienceRuntime:
+    """The runtime of `profile` (default: --profile) whose compiled artifacts live in --cache-dir (or
+    WASMEXEC_CACHE_DIR, or the user cache dir)."""
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
-    if getattr(args, "profile", "default") == "science":
+    if (profile or getattr(args, "profile", "default")) == "science":
         from wasmexec._science.runtime import ScienceRuntime
 
         return ScienceRuntime(cache_dir, progress=progress)

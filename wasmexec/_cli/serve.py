@@ -6,6 +6,12 @@ The HTTP app also answers ``GET /healthz`` and ``GET /metrics``, refuses new run
 503 when full, and checks ``Host``/``Origin`` against loopback plus the names given
 with ``--allowed-host``/``--allowed-origin`` (`wasmexec._server.http_app`).
 
+Profiles: ``--profile default --profile science`` (or ``--profile default,science``) offers
+both guest images; the first is the default and `run_python` gains a `profile` argument.
+Every profile is loaded before the server answers: the science image is never built here
+(minutes, 3 GiB: an MCP client would time out), so when it is missing the start fails at
+once, saying to run ``wasmexec build --profile science``.
+
 Sessions keep their files under the user state dir (``sessions/``, one directory each);
 they outlive the server (the next one takes them over) until their idle TTL passes.
 `--session-ttl`, `--max-sessions` and `--sessions-mb` bound them, and `--max-sessions 0`
@@ -39,13 +45,16 @@ from wasmexec._cli.options import (
     server_log_path,
     skills_from_args,
 )
+from wasmexec._profiles import check_profile
 from wasmexec._workspace.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
 
 if TYPE_CHECKING:
     import socket
 
     from wasmexec._limits import Limits
+    from wasmexec._sandbox.runtime import Runtime
     from wasmexec._sandbox.sandbox import Sandbox
+    from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._server.server import RunPythonServer, ServeOptions
     from wasmexec._tools.broker import Broker
 
@@ -87,6 +96,10 @@ def add_serve_parser(commands: Any) -> None:
                        "loopback is always accepted; repeatable")  # fmt: skip
     proxy.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
                        help="also accept this Origin header (e.g. https://app.example.com); repeatable")  # fmt: skip
+    serve.add_argument("--profile", action="append", type=_profile_list, dest="profiles", metavar="NAME",
+                       help="the guest image(s) to offer: default, science (numpy, pandas, …; build it first with "
+                       "wasmexec build --profile science); repeatable or comma-separated; with more than one, "
+                       "run_python takes a 'profile' argument, the first by default (default: default)")  # fmt: skip
     add_run_options(serve, ceilings=True)
     sessions = serve.add_argument_group(
         "sessions (run_python with session: true keeps /workspace between calls)",
@@ -112,10 +125,45 @@ def add_serve_parser(commands: Any) -> None:
     serve.set_defaults(handler=command_serve, parser=serve)
 
 
+def _profile_list(text: str) -> list[str]:
+    """An argparse type: one profile name or a comma-separated list of them."""
+    try:
+        return [check_profile(name.strip()) for name in text.split(",")]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _offered_profiles(args: argparse.Namespace) -> list[str]:
+    """The --profile values in order, each once (default: the default profile)."""
+    names = [name for names in args.profiles or [["default"]] for name in names]
+    return list(dict.fromkeys(names))
+
+
+def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | ScienceRuntime:
+    """The runtime of `profile`, loaded now (the first call should not wait); the science one is never built here."""
+    from wasmexec._exceptions import BuildError
+
+    runtime = runtime_from_args(args, profile)
+    try:
+        runtime.prepare(fuel)
+    except BuildError as exc:
+        if profile == "default":
+            raise
+        from wasmexec._science import upstream
+        from wasmexec._science.artifacts import BUILD_COMMAND
+
+        if not upstream.installed():  # building would fail too: say what to install first
+            raise BuildError(f"cannot serve the {profile} profile: it is not installed; {upstream.INSTALL_HINT}, "
+                             f"then run `{BUILD_COMMAND}`") from exc  # fmt: skip
+        raise BuildError(f"cannot serve the {profile} profile: {exc}") from exc
+    return runtime
+
+
 def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import Sandbox
     from wasmexec._toolhost import NoTools
+    from wasmexec._workspace.store import ArtifactStore
 
     allowed_hosts, allowed_origins = _allowed_names(args)
     limits, config, policy, audit = (
@@ -127,17 +175,24 @@ def command_serve(args: argparse.Namespace) -> int:
     listener = _listen(args.host, args.port) if args.http else None
     if args.http and listener is None:
         return EXIT_LISTEN
-    runtime = runtime_from_args(args)
-    runtime.prepare(limits.fuel is not None)  # build or load now: the first call should not wait for it
+    offered = _offered_profiles(args)
+    # Those never built here first: a missing science image fails the start at once, not after a default build.
+    loaded = {name: _loaded(args, name, limits.fuel is not None) for name in sorted(offered, key="default".__eq__)}
+    runtimes = [loaded[name] for name in offered]
+    skills = skills_from_args(args)
     try:
         with ExitStack() as stack:
             broker = (
                 stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
             )
-            sandbox = Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
-                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
-                              max_concurrent_runs=args.max_concurrent_runs, skills=skills_from_args(args))  # fmt: skip
-            server = _server(sandbox, _serve_options(args, limits), broker)
+            artifacts = ArtifactStore()  # one for all profiles: resources/read finds any run's artifacts
+            stack.callback(artifacts.close)
+            sandboxes = [Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
+                                 redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
+                                 max_concurrent_runs=args.max_concurrent_runs, artifact_store=artifacts,
+                                 skills=skills)
+                         for runtime in runtimes]  # fmt: skip
+            server = _server(sandboxes, _serve_options(args, limits), broker)
             stack.callback(server.close)
             if listener is not None:
                 _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins)
@@ -157,7 +212,7 @@ def command_serve(args: argparse.Namespace) -> int:
 _terminated = False
 
 
-def _server(sandbox: Sandbox, options: ServeOptions, broker: Broker | None) -> RunPythonServer:
+def _server(sandbox: list[Sandbox], options: ServeOptions, broker: Broker | None) -> RunPythonServer:
     """The MCP server; without sessions (and a warning) when their directory cannot be used."""
     from dataclasses import replace
 
@@ -269,12 +324,14 @@ def _serve_http(
 
     broker = server.broker
     breakers = broker.pool.breaker_states if broker is not None else None
-    metrics = RunMetrics(server.admission, broker.config.servers if broker is not None else (), breakers)
+    profiles = server.profile_states()
+    images = {name: str(state["sandbox_image"]) for name, state in profiles.items()}
+    metrics = RunMetrics(server.admission, broker.config.servers if broker is not None else (), breakers, images)
     server.admission.observer = metrics.observe_run
     mcp_app = server.lowlevel().streamable_http_app(
         transport_security=transport_security(allowed_hosts, allowed_origins)
     )
-    app = OperationsApp(mcp_app, server.admission, metrics, breakers)
+    app = OperationsApp(mcp_app, server.admission, metrics, breakers, profiles)
     config = uvicorn.Config(app, log_level="warning")
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
     print(f"wasmexec: serving run_python at http://{shown}:{port}/mcp", file=sys.stderr, flush=True)

@@ -1,4 +1,8 @@
-"""One run: a fresh Store and instance, limits, the guest call, and the run result."""
+"""One run, of either image: a fresh instance, limits, workspace, the guest call, the run result.
+
+The frame is the same for both images; what differs (the WASI context the image needs, how it is
+instantiated and handed the code) is its `Guest` (`wasmexec._sandbox.guest`).
+"""
 
 from __future__ import annotations
 
@@ -9,18 +13,18 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from wasmtime import Store, Trap, WasiConfig, WasmtimeError
+from wasmtime import Trap, WasmtimeError
 
 from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
-from wasmexec._sandbox import epoch as _epoch
 from wasmexec._sandbox import hostcalls as _hostcalls
+from wasmexec._sandbox.guest import Guest, GuestRuntime
+from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.output import OutputCapture
-from wasmexec._sandbox.report import GuestReport, parse_report
+from wasmexec._sandbox.report import GuestReport
 from wasmexec._sandbox.result import ResultBuilder, host_error_result
-from wasmexec._sandbox.runtime import Prepared, Runtime
 from wasmexec._toolhost import ToolHost
 from wasmexec._workspace.workspace import InputError
 
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
 
 
 def execute(
-    runtime: Runtime,
+    runtime: GuestRuntime,
     code: str,
     limits: Limits,
     tools: ToolHost,
@@ -37,43 +41,52 @@ def execute(
     state: RunState | None = None,
     workspace: RunWorkspace | None = None,
 ) -> tuple[RunResult, int]:
-    """Runs `code` once in a fresh sandbox; returns the run result and how many secrets were redacted.
+    """Runs `code` once in a fresh sandbox of `runtime`'s image; returns the run result and how many
+    secrets were redacted.
 
     With a `workspace` (prepared by the caller, released by the caller) the guest gets its
     /workspace and /tmp, the workspace limits are checked on every tick, and the result lists
     the artifacts. Never raises once the guest is ready: a failure on the host becomes a
     structured ``SandboxError`` result (`host_error_result`), so every run has a result to audit.
+
+    Raises:
+        BuildError: the image is not built and cannot be built here (the science image).
     """
     state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
     state.code_digest = "sha256:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
-    prepared = runtime.prepare(limits.fuel is not None)
-    image = runtime.sandbox_image
+    guest = runtime.guest(limits.fuel is not None)
     try:
-        return _run(prepared, image, code, limits, redactor, state, workspace)
+        return _run(guest, code, limits, redactor, state, workspace)
     except InputError:
         raise  # the caller's inputs, not the host, failed: a clear error for the caller
     except Exception as exc:
-        return host_error_result(state, exc, image), 0
+        return host_error_result(state, exc, guest.image), 0
 
 
 def _run(
-    prepared: Prepared,
-    image: str,
+    guest: Guest,
     code: str,
     limits: Limits,
     redactor: Redactor,
     state: RunState,
     workspace: RunWorkspace | None,
 ) -> tuple[RunResult, int]:
-    state.started = time.monotonic()  # the clock starts now, not while the component was loading
+    state.started = time.monotonic()  # the clock starts now, not while the guest was loading
     output = OutputCapture(limits.max_stdout_bytes, limits.max_stderr_bytes, state.started, on_entry=state.on_output)
+    if limits.memory_bytes < guest.memory_floor_bytes:  # instantiation would fail with a wasmtime error
+        return build_result(state, guest.image, limits, GuestReport(False, limit="memory"), None, 0, output, redactor)
     if workspace is not None:
         passed = workspace.prepare()
         if passed is not None:  # the inputs alone pass a workspace limit: the code does not run
-            builder = ResultBuilder(state, image, limits)
+            builder = ResultBuilder(state, guest.image, limits)
             builder.fail_with_limit(passed)
             return builder.finish([], None, redactor)
-    store = _new_store(prepared, limits, output, state, workspace)
+    if workspace is None:
+        live = LiveInstance(guest, limits.memory_bytes)
+        decide = state.should_stop
+    else:
+        live = LiveInstance(guest, limits.memory_bytes, every_ticks=1, preopen=workspace.preopen)
+        decide = _stop_or_quota(state, workspace)
     guest_options: dict[str, object] = {"max_result_bytes": limits.max_result_bytes}
     if workspace is not None:
         guest_options.update(workspace.guest_options())
@@ -81,22 +94,18 @@ def _run(
     report: GuestReport | None = None
     fault: Exception | None = None
     try:
-        with prepared.ticker, _hostcalls.bind(state):
+        with guest.ticker, _hostcalls.bind(state):
             try:
-                instance = prepared.linker.instantiate(store, prepared.component)
-                run = instance.get_func(store, "run")
-                assert run is not None, "the guest component exports no `run`"
-                report = parse_report(run(store, code, options), limits.max_result_bytes)
+                live.start(limits, output, decide)
+                report = live.invoke(code, options, limits.max_result_bytes)
             except Exception as exc:
                 fault = exc
             finally:
                 state.finish()
-        fuel_used = limits.fuel - store.get_fuel() if limits.fuel is not None else None
+        fuel_used = limits.fuel - live.fuel_left() if limits.fuel is not None else None
     finally:
-        # Closed here, not on a background thread: WASI output callbacks finalized while the
-        # interpreter exits crash the process from wasmtime's threads.
-        store.close()
-    return build_result(state, image, limits, report, fault, fuel_used, output, redactor, workspace)
+        live.close()  # here, on the run's thread (see `LiveInstance.close`)
+    return build_result(state, guest.image, limits, report, fault, fuel_used, output, redactor, workspace)
 
 
 def build_result(
@@ -112,7 +121,7 @@ def build_result(
 ) -> tuple[RunResult, int]:
     """The run result once the guest has stopped: its fault or report, the host's limits, artifacts and logs.
 
-    Shared by both images (the science image's run is in `wasmexec._science.run`).
+    Also the result of a run stopped before its guest started.
     """
     builder = ResultBuilder(state, image, limits)
     if fault is not None:
@@ -142,27 +151,6 @@ def _collect_artifacts(builder: ResultBuilder, workspace: RunWorkspace) -> None:
         builder.fail_with_limit(reason)  # passed in the last tick, or by one pwrite
     builder.artifacts = artifacts
     builder.add_symlink_warning(symlinks)
-
-
-def _new_store(
-    prepared: Prepared, limits: Limits, output: OutputCapture, state: RunState, workspace: RunWorkspace | None
-) -> Store:
-    """A fresh Store with the run's limits, its output captured and its deadline watched."""
-    store = Store(prepared.engine)
-    wasi = WasiConfig()  # no env, args or network; stdin reads as empty; files only in a workspace
-    wasi.stdout_custom = output.stdout.write
-    wasi.stderr_custom = output.stderr.write
-    if workspace is not None:
-        workspace.preopen(wasi)
-    store.set_wasi(wasi)
-    store.set_limits(memory_size=limits.memory_bytes)
-    if limits.fuel is not None:
-        store.set_fuel(limits.fuel)
-    if workspace is None:
-        _epoch.watch_store(store, state.should_stop)
-    else:
-        _epoch.watch_store(store, _stop_or_quota(state, workspace), every_ticks=1)
-    return store
 
 
 def _stop_or_quota(state: RunState, workspace: RunWorkspace) -> Callable[[], str | None]:

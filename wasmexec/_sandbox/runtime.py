@@ -22,6 +22,7 @@ from wasmtime.component import Linker
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox.artifacts import ArtifactStore, Progress
 from wasmexec._sandbox.epoch import EpochTicker
+from wasmexec._sandbox.guest import ComponentGuest
 
 _ENGINE_FORMAT = "v1"  # bump when the engine configuration below changes
 
@@ -96,6 +97,7 @@ class Runtime:
         """
         self.artifacts = ArtifactStore(Path(cache_dir) if cache_dir is not None else None, progress)
         self._prepared = PerMode(self._prepare)
+        self._guests = PerMode(self._guest)
 
     @property
     def sandbox_image(self) -> str:
@@ -105,6 +107,15 @@ class Runtime:
     def prepare(self, fuel: bool) -> Prepared:
         """The engine, component and linker of one limit mode; built or loaded on first use."""
         return self._prepared.get(fuel)
+
+    def guest(self, fuel: bool) -> ComponentGuest:
+        """How a run drives the image in one limit mode (`wasmexec._sandbox.guest`); built or loaded on first use."""
+        return self._guests.get(fuel)
+
+    def _guest(self, fuel: bool) -> ComponentGuest:
+        prepared = self.prepare(fuel)
+        return ComponentGuest(prepared.engine, prepared.ticker, fuel, self.sandbox_image, prepared.component,
+                              prepared.linker)  # fmt: skip
 
     def _prepare(self, fuel: bool) -> Prepared:
         engine = make_engine(fuel)

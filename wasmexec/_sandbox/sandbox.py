@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from wasmexec._audit import AuditLog, write_run_line
 from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
+from wasmexec._profiles import PROFILES
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
 from wasmexec._sampling import Sampler, Sampling
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
     from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._tools.pii import PiiVault
 
-#: The guest images a Sandbox can run: the default one, and numpy/pandas (``pip install "wasmexec[science]"``).
-PROFILES = ("default", "science")
 
 #: Wasm runs on worker threads without holding the GIL; more threads than cores only add memory.
 DEFAULT_MAX_CONCURRENT_RUNS = 8
@@ -108,16 +107,13 @@ class Sandbox:
                 beforehand with ``wasmexec build --profile science``). None: the runtime's, else "default".
         """
         self.limits = limits or Limits()
-        self._execute_in: Callable[..., tuple[RunResult, int]] = execute
         if profile is None:
             profile = getattr(runtime, "profile", "default")
         if profile == "science":  # imported only when asked for: the default path stays as it was
-            from wasmexec._science.run import execute as execute_science
             from wasmexec._science.runtime import ScienceRuntime, default_science_runtime
 
             if runtime is None:
                 runtime = ScienceRuntime(cache_dir) if cache_dir is not None else default_science_runtime()
-            self._execute_in = execute_science
         elif profile != "default":
             raise ValueError(f"unknown profile {profile!r}; the profiles are {', '.join(PROFILES)}")
         if runtime is None:
@@ -136,7 +132,7 @@ class Sandbox:
         self.skills = _existing_dir("skills", skills)
         self.artifacts = artifact_store if artifact_store is not None else ArtifactStore()
         self._owns_store = artifact_store is None
-        self.workspaces = workspaces and profile == "default"  # the science image has no workspace yet
+        self.workspaces = workspaces
         self._closed = False
 
     async def __aenter__(self) -> Sandbox:
@@ -304,9 +300,8 @@ class Sandbox:
         skills_dir = _existing_dir("skills", skills) or self.skills
         if not self.workspaces:
             if inputs.files or directory is not None or skills_dir is not None:
-                why = "workspaces=False" if self.profile == "default" else f"the {self.profile} profile has none yet"
-                raise ValueError(f"this Sandbox gives runs no workspace ({why}): files, workspace and skills "
-                                 "cannot be used")  # fmt: skip
+                raise ValueError("this Sandbox gives runs no workspace (workspaces=False): files, workspace and "
+                                 "skills cannot be used")  # fmt: skip
             return None
         return RunWorkspace(limits, default_pool(), inputs, directory=directory, skills=skills_dir)
 
@@ -334,15 +329,9 @@ class Sandbox:
         try:
             with self._slots:
                 try:
-                    if workspace is None:  # no files (the science image has no workspace yet)
-                        result, redactions = self._execute_in(
-                            self.runtime, code, state.limits, self.tools, self.redactor, state
-                        )
-                    else:
-                        assert isinstance(self.runtime, Runtime)  # only the default image has a workspace
-                        result, redactions = execute(
-                            self.runtime, code, state.limits, self.tools, self.redactor, state, workspace
-                        )
+                    result, redactions = execute(
+                        self.runtime, code, state.limits, self.tools, self.redactor, state, workspace
+                    )
                     if workspace is not None and result["artifacts"]:
                         self.artifacts.put(state.run_id, workspace.root_fd, result["artifacts"],
                                            move=workspace.in_place is None)  # fmt: skip

@@ -12,7 +12,8 @@ instead of components::
 
 Building takes about a minute and compiling one or two more, with over 2 GiB of memory,
 so neither ever happens on a run: a run without them fails at once with a `BuildError`
-naming ``wasmexec build --profile science`` (`building` allows them).
+naming ``wasmexec build --profile science`` (`building` allows them). ``build --profile science
+--output DIR`` writes the four of them to DIR (`export`), a cache to ship and name with ``--cache-dir``.
 """
 
 from __future__ import annotations
@@ -123,6 +124,24 @@ class ScienceArtifacts(ArtifactStore):
         self.progress(f"wasmexec: compiled in {time.monotonic() - started:.0f} s, cached in {directory}")
         return module
 
+    def export(self, target: Path, engines: dict[str, Any]) -> list[Path]:
+        """Writes a self-contained science artifact directory: the default image's export (manifest,
+        snapshot, every engine's compiled form) plus the stdlib folder the guest reads."""
+        written = super().export(target, engines)
+        source = self.stdlib_dir()
+        folder = target / source.name
+        if not (folder / "complete").is_file():
+            staged = Path(tempfile.mkdtemp(dir=target, prefix=f".{source.name}."))
+            try:
+                shutil.copytree(source, staged, dirs_exist_ok=True)
+                _make_readable(staged)
+                shutil.rmtree(folder, ignore_errors=True)
+                os.replace(staged, folder)
+            except BaseException:
+                shutil.rmtree(staged, ignore_errors=True)
+                raise
+        return [*written, folder]
+
     def stdlib_dir(self) -> Path:
         """The folder of what the guest reads at run time: ``lib/python315.zip`` (granted at
         ``/usr/local/lib``) and ``mpl-data/`` (matplotlib's data, extracted); in the cache dir."""
@@ -146,10 +165,15 @@ class ScienceArtifacts(ArtifactStore):
             shutil.copyfile(source.stdlib_zip, staged / "lib" / upstream.STDLIB_GUEST_NAME)
             upstream.extract_mpl_data(source.stdlib_zip, staged / "mpl-data")
             (staged / "complete").write_text("")
-            for path in [staged, *staged.rglob("*")]:
-                path.chmod(0o755 if path.is_dir() else 0o644)
+            _make_readable(staged)
             os.replace(staged, folder)
         return folder
+
+
+def _make_readable(folder: Path) -> None:
+    """Readable by all, writable by the owner only: what the trust checks ask of a directory to read."""
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
 
 
 def _builder() -> str:

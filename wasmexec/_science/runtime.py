@@ -21,6 +21,7 @@ from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.runtime import PerMode, wasmtime_version
 from wasmexec._science import door
 from wasmexec._science.artifacts import ScienceArtifacts
+from wasmexec._science.guest import ScienceGuest
 
 _ENGINE_FORMAT = "s1"  # bump when the engine configuration below changes
 
@@ -61,6 +62,7 @@ class ScienceRuntime:
     def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
         self.artifacts = ScienceArtifacts(Path(cache_dir) if cache_dir is not None else None, progress)
         self._prepared = PerMode(self._prepare)
+        self._guests = PerMode(self._guest)
 
     @property
     def sandbox_image(self) -> str:
@@ -70,6 +72,15 @@ class ScienceRuntime:
     def prepare(self, fuel: bool) -> SciencePrepared:
         """The engine, compiled snapshot and linker of one limit mode; a `BuildError` when not built."""
         return self._prepared.get(fuel)
+
+    def guest(self, fuel: bool) -> ScienceGuest:
+        """How a run drives the snapshot in one limit mode; a `BuildError` when not built."""
+        return self._guests.get(fuel)
+
+    def _guest(self, fuel: bool) -> ScienceGuest:
+        prepared = self.prepare(fuel)
+        return ScienceGuest(prepared.engine, prepared.ticker, fuel, self.sandbox_image, prepared.module,
+                            prepared.linker, prepared.stdlib_dir, MEMORY_FLOOR_BYTES)  # fmt: skip
 
     def _prepare(self, fuel: bool) -> SciencePrepared:
         engine = make_engine(fuel)

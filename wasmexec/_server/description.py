@@ -6,9 +6,11 @@ from inside the sandbox (progressive disclosure), not listed here.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from wasmexec._limits import Limits
+from wasmexec._profiles import DEFAULT, Profile
 
 #: Code longer than this (in characters) is refused before it reaches a sandbox: agents send
 #: scripts, not data (data comes from tools), and a bigger payload only costs the host.
@@ -33,9 +35,20 @@ SESSION_ID_HEADER = "Session-Id"
 _KIB, _MIB = 1024, 1024 * 1024
 
 
-def description(ceilings: Limits) -> str:
-    """The tool description: the runtime contract, with this server's limits (also the most a call may ask for)."""
+def description(ceilings: Limits, profiles: Sequence[Profile] = (DEFAULT,), no_files: Collection[str] = ()) -> str:
+    """The tool description: the runtime contract, with this server's limits (also the most a call may ask for).
+
+    `profiles` are the guest images offered, the default first; with more than one, a line per other
+    profile says what it has (the `profile` argument picks one). `no_files` names those without /workspace.
+    """
+    first = profiles[0]
+    intro = _INTRO[first.name].format(python=first.python, packages=first.package_line())
+    if len(profiles) > 1:
+        others = " or ".join(_offered(other, other.name in no_files) for other in profiles[1:])
+        intro += f'\n`profile`: "{first.name}" (above) or {others}.'
     return _DESCRIPTION.format(
+        intro=intro,
+        files=_NO_FILES if first.name in no_files else _FILES,
         timeout=f"{ceilings.timeout_ms / 1000:g} s",
         memory=f"{ceilings.memory_mb} MiB",
         tool_calls=ceilings.max_tool_calls,
@@ -48,6 +61,14 @@ def description(ceilings: Limits) -> str:
     )
 
 
+def _offered(profile: Profile, no_files: bool) -> str:
+    """Another profile a call may pick, in a few words."""
+    files = "; no files or sessions" if no_files else ""
+    if not profile.packages:
+        return f'"{profile.name}": {profile.summary}{files}'
+    return f'"{profile.name}": Python {profile.python} with {profile.package_line()} (discovery.packages()){files}'
+
+
 def _size(count: int) -> str:
     for unit, size in (("MiB", _MIB), ("KiB", _KIB)):
         if count >= size and count % size == 0:
@@ -55,10 +76,24 @@ def _size(count: int) -> str:
     return f"{count} bytes"
 
 
+#: The first paragraph: what the code can use, by the first (default) profile offered.
+_INTRO = {
+    "default": "Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. Only the standard "
+    "library (json, re, datetime, zoneinfo, collections, math, statistics, csv, asyncio, …); no network, "
+    "processes, threads, sqlite3 or third-party packages.",
+    "science": "Run Python {python} in a fresh WebAssembly sandbox and call MCP tools from it, with "
+    "{packages} (discovery.packages() lists them) and the standard library; matplotlib draws with Agg "
+    "(savefig to io.BytesIO); numpy's default int is int32; no network, processes or threads.",
+}
+_FILES = """\
+Files: the code runs in /workspace; `files` puts inputs there; files it writes come back as artifacts \
+(result.artifacts, MCP resources). `session: true` keeps /workspace for later calls that pass the \
+returned session_id (files persist, variables do not); /workspace/skills/*.py and /skills/*.py import \
+as skills.<name>."""
+_NO_FILES = "Files: none in this profile (no /workspace, `files` or sessions)."
+
 _DESCRIPTION = """\
-Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. Only the standard library \
-(json, re, datetime, zoneinfo, collections, math, statistics, csv, asyncio, …); no network, \
-processes, threads, sqlite3 or third-party packages.
+{intro}
 
 Find tools, then call them (top-level await works; calls are async):
   from codemode import discovery
@@ -80,10 +115,7 @@ the whole result dict; raw=True returns the whole MCP result ({{content, structu
 without raising on isError. Return data by assigning `result = ...` (or end with an expression); \
 print() goes to logs.
 
-Files: the code runs in /workspace; `files` puts inputs there; files it writes come back as artifacts \
-(result.artifacts, MCP resources). `session: true` keeps /workspace for later calls that pass the \
-returned session_id (files persist, variables do not); /workspace/skills/*.py and /skills/*.py import \
-as skills.<name>.
+{files}
 
 Errors (codemode.errors, each with .hint and .retryable): SchemaValidationError (bad arguments; \
 .errors has JSON pointers and an example), ToolNotFoundError / ServerNotFoundError (with suggestions), \
@@ -108,8 +140,20 @@ _INPUT_FILE: dict[str, Any] = {
 }
 
 
-def input_schema(ceilings: Limits) -> dict[str, Any]:
-    """The arguments of `run_python`, and their validator: each limit's maximum and default is the operator's."""
+def input_schema(ceilings: Limits, profiles: Sequence[str] = ("default",)) -> dict[str, Any]:
+    """The arguments of `run_python`, and their validator: each limit's maximum and default is the operator's.
+
+    With more than one profile offered, `profile` picks one (the first by default); with one it is not listed.
+    """
+    schema = _input_schema(ceilings)
+    if len(profiles) > 1:
+        schema["properties"]["profile"] = {"type": "string", "enum": list(profiles), "default": profiles[0],
+                                           "description": "The sandbox image (see the description)."}  # fmt: skip
+    return schema
+
+
+def _input_schema(ceilings: Limits) -> dict[str, Any]:
+    """The arguments every server takes."""
 
     def limit(ceiling: int, minimum: int, what: str) -> dict[str, Any]:
         meaning = f"{what} (default and maximum {ceiling}: this server's limit; a call may only lower it)."

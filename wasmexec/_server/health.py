@@ -7,15 +7,20 @@ their breaker state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from wasmexec._server.admission import Admission
 from wasmexec._version import __version__
 
 
-def health(admission: Admission, breaker_states: Callable[[], dict[str, str]] | None = None) -> dict[str, Any]:
-    """The health document: status, version, runs in flight and queued, breakers not closed."""
+def health(
+    admission: Admission,
+    breaker_states: Callable[[], dict[str, str]] | None = None,
+    profiles: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The health document: status, version, runs in flight and queued, breakers not closed, and the
+    profiles served (`RunPythonServer.profile_states`: each loaded before the server listened)."""
     breakers = breaker_states() if breaker_states is not None else {}
     return {
         "status": "busy" if admission.full() else "ok",
@@ -30,4 +35,5 @@ def health(admission: Admission, breaker_states: Callable[[], dict[str, str]] | 
             "open": sorted(s for s, state in breakers.items() if state == "open"),
             "half_open": sorted(s for s, state in breakers.items() if state == "half_open"),
         },
+        "profiles": {name: dict(state) for name, state in (profiles or {}).items()},
     }

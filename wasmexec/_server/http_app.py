@@ -17,7 +17,7 @@ requests (listing, resuming a paused run) go through. The body is read (at most
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any, TypeGuard
 
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
@@ -73,11 +73,13 @@ class OperationsApp:
         admission: Admission,
         metrics: RunMetrics,
         breaker_states: Callable[[], dict[str, str]] | None = None,
+        profiles: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.mcp_app = mcp_app
         self.admission = admission
         self.metrics = metrics
         self.breaker_states = breaker_states
+        self.profiles = profiles
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -100,7 +102,7 @@ class OperationsApp:
         if method != "GET":
             await _respond(send, 405, b"only GET\n", "text/plain; charset=utf-8", [(b"allow", b"GET")])
         elif path == "/healthz":
-            document = json.dumps(health(self.admission, self.breaker_states)).encode()
+            document = json.dumps(health(self.admission, self.breaker_states, self.profiles)).encode()
             await _respond(send, 200, document, "application/json")
         else:
             exposition, content_type = self.metrics.exposition()

@@ -19,12 +19,15 @@ wasmexec_runs_queued               —         admitted runs waiting for a slot
 wasmexec_breaker_state             server,   1 for each server's breaker state (closed,
                                    state     half_open, open), 0 for the others
 wasmexec_sampling_calls_total      outcome   ``codemode.llm`` calls, from each run's tool_trace
+wasmexec_profile_ready             profile   1 for each guest image served (each is loaded
+                                             before the server listens)
+wasmexec_profile_runs_total        profile   runs ended, by the guest image they ran in
 ================================== ========= ============================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import get_args
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -53,15 +56,18 @@ class RunMetrics:
         admission: Admission,
         servers: Collection[str] = (),
         breaker_states: Callable[[], dict[str, str]] | None = None,
+        profiles: Mapping[str, str] | None = None,
     ) -> None:
         """
         Args:
             admission: read for the in-flight and queued gauges at each scrape.
             servers: the configured server ids (the only values of the ``server`` label).
             breaker_states: server id → breaker state, read at each scrape.
+            profiles: the profiles served → their ``sandbox_image`` (the only values of the ``profile`` label).
         """
         self.registry = CollectorRegistry()
         self._servers = frozenset(servers)
+        self._profile_of_image = {image: profile for profile, image in (profiles or {}).items()}
         registry = self.registry
         self.runs = Counter("wasmexec_runs", "Runs ended, by outcome.", ["outcome"], registry=registry)
         self.duration = Histogram("wasmexec_run_duration_seconds", "How long runs took.", buckets=DURATION_BUCKETS_S,
@@ -78,6 +84,11 @@ class RunMetrics:
         queued.set_function(lambda: admission.queued)
         if breaker_states is not None:
             registry.register(_BreakerCollector(breaker_states))
+        ready = Gauge("wasmexec_profile_ready", "Guest images served (1 each).", ["profile"], registry=registry)
+        for profile in profiles or {}:
+            ready.labels(profile=profile).set(1)
+        self.profile_runs = Counter("wasmexec_profile_runs", "Runs ended, by guest image.", ["profile"],
+                                    registry=registry)  # fmt: skip
 
     def observe_run(self, result: RunResult | BaseException) -> None:
         """Counts one ended run (the admission's observer)."""
@@ -96,6 +107,9 @@ class RunMetrics:
         else:
             outcome = "error"
         self.runs.labels(outcome=outcome).inc()
+        profile = self._profile_of_image.get(str(result.get("sandbox_image")))
+        if profile is not None:
+            self.profile_runs.labels(profile=profile).inc()
         self.duration.observe(max(0.0, float(result["duration_ms"])) / 1000)
         if limit is not None and limit != "cancelled" and limit in _LIMITS:
             self.limit_hits.labels(limit=limit).inc()

@@ -57,6 +57,8 @@ class Job:
     files: dict[str, bytes] = field(default_factory=dict)
     new_session: bool = False
     session_id: str | None = None
+    profile: str = "default"
+    """The guest image to run in (one the server offers)."""
 
 
 @dataclass(frozen=True)

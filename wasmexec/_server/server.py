@@ -13,6 +13,11 @@ images and text also inline. `session: true` keeps the workspace for later calls
 the returned `session_id` (`wasmexec._workspace.sessions`). Artifacts, sessions and
 paused runs belong to the caller that made them (`callers.py`).
 
+Profiles: the server may offer more than one guest image (a Sandbox each, sharing the
+tools, redactor, audit and artifact store); then `profile` picks one per call, the first
+by default. A session is files only, so it is not bound to a profile: each call runs in
+the profile it names, and a profile without /workspace refuses `files` and sessions.
+
 The operator's limits are ceilings: the tool's input schema states them as each
 limit's default and maximum, and the arguments are checked against that schema (the
 one definition of what a call may send), so a call can lower a limit, never raise it.
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +60,7 @@ from mcp.types import (
 
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
+from wasmexec._profiles import Profile, profile_of
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
 from wasmexec._server import sampling
 from wasmexec._server.admission import DEFAULT_MAX_QUEUED_RUNS, Admission, busy_result
@@ -136,14 +142,29 @@ def render_text(result: RunResult) -> str:
 class RunPythonServer:
     """The MCP server. Owns its sessions (`close` lets go of them); borrows a Sandbox (and its broker, artifacts)."""
 
-    def __init__(self, sandbox: Sandbox, options: ServeOptions | None = None, broker: Broker | None = None) -> None:
-        self.sandbox = sandbox
+    def __init__(
+        self, sandbox: Sandbox | Sequence[Sandbox], options: ServeOptions | None = None, broker: Broker | None = None
+    ) -> None:
+        """Args:
+        sandbox: the Sandbox that runs calls, or one per profile offered (the first is the default).
+        options: limits, load and sessions.
+        broker: the tools' broker, when servers are configured (its pool's breakers are reported).
+        """
+        offered = [sandbox] if isinstance(sandbox, Sandbox) else list(sandbox)
+        self.sandboxes: dict[str, Sandbox] = {each.profile: each for each in offered}
+        if not offered or len(self.sandboxes) != len(offered):
+            raise ValueError("give one Sandbox per profile offered, at least one")
+        self.sandbox = offered[0]
+        """The default profile's Sandbox."""
+        self.profiles: list[Profile] = [profile_of(each.runtime) for each in offered]
+        """What each profile offered is (its packages): the description says it."""
         self.options = options or ServeOptions()
         self.broker = broker
-        self.input_schema = input_schema(self.options.limits)
+        self.input_schema = input_schema(self.options.limits, list(self.sandboxes))
+        no_files = [name for name, each in self.sandboxes.items() if not each.workspaces]
         self.tool = Tool(
             name=TOOL_NAME,
-            description=description(self.options.limits),
+            description=description(self.options.limits, self.profiles, no_files),
             input_schema=self.input_schema,
             output_schema=run_result_json_schema(),
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
@@ -151,7 +172,7 @@ class RunPythonServer:
         self._paused = PausedRuns()
         self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
         self.log_levels = LogLevels()
-        self.resources = ArtifactResources(sandbox.artifacts)
+        self.resources = ArtifactResources(self.sandbox.artifacts)
         # A session's PII tokens live as long as the session may (its idle TTL), in memory only.
         self._vaults: TTLCache[str, PiiVault] = TTLCache(max(1, self.options.max_sessions), self.options.session_ttl_s)
         self._vaults_lock = threading.Lock()
@@ -165,6 +186,14 @@ class RunPythonServer:
                 max_bytes=options.max_session_bytes,
                 reaper=True,
             )
+
+    def profile_states(self) -> dict[str, dict[str, Any]]:
+        """The profiles served, for ``/healthz``: each was loaded before the server started (so is ready)."""
+        return {
+            profile.name: {"ready": True, "sandbox_image": self.sandboxes[profile.name].runtime.sandbox_image,
+                           "python": profile.python, "packages": len(profile.packages)}
+            for profile in self.profiles
+        }  # fmt: skip
 
     def close(self) -> None:
         """Lets go of the sessions (their files stay for the next server on the directory). Idempotent."""
@@ -227,8 +256,8 @@ class RunPythonServer:
             try:
                 can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
                 warnings = await self._connect(job.servers)
-                run = ServerRun(self.sandbox, job, caller=caller, warnings=warnings, can_ask=can_ask, session=session,
-                                can_sample=sampling.client_can_sample(ctx), ticket=ticket)  # fmt: skip
+                run = ServerRun(self.sandboxes[job.profile], job, caller=caller, warnings=warnings, can_ask=can_ask,
+                                session=session, can_sample=sampling.client_can_sample(ctx), ticket=ticket)  # fmt: skip
                 await ctx.session.report_progress(0, None, "running")
             except BaseException:  # cancelled before the run started: the session is free again
                 if session is not None:
@@ -254,12 +283,16 @@ class RunPythonServer:
         except FilesError as exc:
             raise MCPError(INVALID_PARAMS, f"run_python: {exc}") from None
         session_id = arguments.get("session_id")
+        profile = str(arguments.get("profile", self.sandbox.profile))
+        if (files or session_id is not None or arguments.get("session")) and not self.sandboxes[profile].workspaces:
+            raise MCPError(INVALID_PARAMS, f"run_python: the {profile} profile has no /workspace on this server: "
+                           "`files` and sessions need one")  # fmt: skip
         if session_id is not None and arguments.get("session") is False:
             raise MCPError(INVALID_PARAMS, "run_python: 'session' is false but a 'session_id' is given")
         if (session_id is not None or arguments.get("session")) and self.sessions is None:
             raise MCPError(INVALID_PARAMS, "run_python: sessions are turned off on this server")
         return Job(arguments["code"], limits, list(arguments.get("servers", [])), files,
-                   new_session=arguments.get("session") is True, session_id=session_id)  # fmt: skip
+                   new_session=arguments.get("session") is True, session_id=session_id, profile=profile)  # fmt: skip
 
     def _session(self, job: Job, caller: str | None) -> SessionRun | None:
         """The session the run works in, reserved for it (None: a fresh workspace)."""
@@ -281,6 +314,11 @@ class RunPythonServer:
 
     def _explain(self, error: dict[str, str], arguments: dict[str, Any]) -> str:
         name = error["pointer"][1:].split("/", 1)[0]
+        offered = " and ".join(repr(profile) for profile in self.sandboxes)
+        if name == "profile" or (error["keyword"] == "additionalProperties" and "'profile'" in error["message"]):
+            if len(self.sandboxes) == 1:
+                return f"run_python: this server offers only the {offered} profile: leave out 'profile'"
+            return f"run_python: 'profile' must be one of {offered}, received {error['received']}"
         if error["keyword"] == "maximum" and name in LIMIT_ARGUMENTS and "/" not in error["pointer"][1:]:
             ceiling = getattr(self.options.limits, name)
             return (f"run_python: {name!r} is {arguments[name]}, but this server allows at most {ceiling} "
