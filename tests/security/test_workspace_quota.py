@@ -11,9 +11,6 @@ from tests.helpers import limit_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._workspace.pool import default_pool
 
-#: The science image has no workspace yet (its Sandbox refuses files, workspace and skills with a ValueError).
-PROFILE_ONLY = ("default", "the science image has no workspace yet")
-
 MIB = 1024 * 1024
 #: A flood that were not stopped would write until the timeout (gigabytes); one that is stopped
 #: overshoots the cap by one epoch tick of writing (a few MiB). This bound tells the two apart
