@@ -153,3 +153,20 @@ def test_arguments_over_the_components_bounds_are_refused_as_the_component_refus
         reply = door.answer(run, json.dumps({"op": op, "args": args}).encode())
     assert reply["err"]["kind"] == kind and message in reply["err"]["message"], reply
     assert all(not entry["ok"] for entry in state.calls.trace())  # refused before any work
+
+
+def test_an_oversized_call_is_refused_counted_and_traced_from_its_head(linked: tuple[Engine, Linker, Module]) -> None:
+    engine, linker, module = linked
+    store = Store(engine)
+    exports = linker.instantiate(store, module).exports(store)
+    length = door.MAX_CALL_REQUEST_BYTES + 1
+    head = b'{"op":"start-call","args":["' + b"s" * (length - 40)  # the server id runs past the bound
+    exports["memory"].write(store, head, 16)
+    state = RunState(limits=Limits(), tools=NoTools(), run_id="door-test")
+    with hostcalls.bind(state), door.bind(door.DoorRun("code", "{}", max_result_bytes=1024)):
+        assert exports["poke"](store, 16, length, 8, 12) == door.OK
+    pointer, size = struct.unpack("<II", exports["memory"].read(store, 8, 16))
+    answer = json.loads(exports["memory"].read(store, pointer, pointer + size))
+    assert answer["err"]["kind"] == "invalid-argument" and f"server_id is {length} bytes" in answer["err"]["message"]
+    assert state.tool_calls == 1
+    assert [(entry["server_id"], entry["ok"]) for entry in state.calls.trace()] == [("s" * 200, False)]
