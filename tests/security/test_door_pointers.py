@@ -16,9 +16,10 @@ from wasmtime import Engine, Linker, Module, Store, wat2wasm
 
 from wasmexec import Limits
 from wasmexec._runstate import RunState
+from wasmexec._sampling import MAX_PROMPT_BYTES, MAX_SYSTEM_BYTES
 from wasmexec._sandbox import hostcalls
 from wasmexec._science import door
-from wasmexec._toolhost import NoTools
+from wasmexec._toolhost import MAX_NAME_CHARS, NoTools
 
 # 150 pages of memory (past the door's request bound); host_alloc hands out 64 bytes at 1024, or what
 # the test set in global $lie.
@@ -131,3 +132,41 @@ def test_malformed_requests_get_error_values(request_json: object) -> None:
     else:
         assert reply["err"]["kind"] in {"invalid-argument", "not-found"}, reply
     assert run.report is None
+
+
+@pytest.mark.parametrize(
+    ("op", "args", "kind", "message"),
+    [
+        ("start-sample", ["p", "s" * (MAX_SYSTEM_BYTES + 1), 5], "limit-exceeded", f"is {MAX_SYSTEM_BYTES + 1} bytes"),
+        ("start-sample", ["\u00e9" * (MAX_PROMPT_BYTES // 2 + 1), "", 5], "limit-exceeded", "the prompt is"),
+        ("start-call", ["x" * (4 * MAX_NAME_CHARS + 1), "t", "{}", "tool"], "invalid-argument", "server_id is"),
+        ("catalog", ["x" * 300, "{}"], "invalid-argument", "300 bytes"),
+    ],
+    ids=["system-prompt", "prompt-in-utf8-bytes", "server-id", "catalog-op"],
+)
+def test_arguments_over_the_components_bounds_are_refused_as_the_component_refuses_them(
+    op: str, args: list[object], kind: str, message: str
+) -> None:
+    state = RunState(limits=Limits(), tools=NoTools(), run_id="door-test")
+    run = door.DoorRun("code", "{}", max_result_bytes=1024)
+    with hostcalls.bind(state), door.bind(run):
+        reply = door.answer(run, json.dumps({"op": op, "args": args}).encode())
+    assert reply["err"]["kind"] == kind and message in reply["err"]["message"], reply
+    assert all(not entry["ok"] for entry in state.calls.trace())  # refused before any work
+
+
+def test_an_oversized_call_is_refused_counted_and_traced_from_its_head(linked: tuple[Engine, Linker, Module]) -> None:
+    engine, linker, module = linked
+    store = Store(engine)
+    exports = linker.instantiate(store, module).exports(store)
+    length = door.MAX_CALL_REQUEST_BYTES + 1
+    head = b'{"op":"start-call","args":["' + b"s" * (length - 40)  # the server id runs past the bound
+    exports["memory"].write(store, head, 16)
+    state = RunState(limits=Limits(), tools=NoTools(), run_id="door-test")
+    with hostcalls.bind(state), door.bind(door.DoorRun("code", "{}", max_result_bytes=1024)):
+        assert exports["poke"](store, 16, length, 8, 12) == door.OK
+    pointer, size = struct.unpack("<II", exports["memory"].read(store, 8, 16))
+    answer = json.loads(exports["memory"].read(store, pointer, pointer + size))
+    assert answer["err"]["kind"] == "invalid-argument" and f"server_id is {length} bytes" in answer["err"]["message"]
+    assert state.tool_calls == 1
+    assert [(entry["server_id"], entry["ok"]) for entry in state.calls.trace()] == [("s" * 200, False)]

@@ -1,5 +1,6 @@
 """Files: the sandbox sees only its private /workspace and /tmp, so no host file can be read or written.
 
+The science image sees one host directory more, its stdlib, read-only (test_science_surface.py).
 (The escapes through the workspace itself, symlinks, hard links, renames, are in test_workspace_escapes.py.)"""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import data_of, diagnostic, error_of
-from tests.security._support import assert_host_survives, run
+from tests.security._support import assert_host_survives, profile_of, run
 from wasmexec import Runtime, Sandbox
 
 
@@ -59,14 +60,17 @@ def test_the_only_directories_are_the_runs_own_empty_workspace_and_tmp(sandbox: 
     assert data_of(sandbox.run_sync(code)) == ["/workspace", [], [], []]
 
 
-def test_the_interpreters_own_files_are_not_readable_either(sandbox: Sandbox) -> None:
-    # sys.path names the directories the interpreter was built from; none is mounted at run time.
+def test_the_interpreters_own_files_are_not_readable_either(sandbox: Sandbox, runtime: Runtime) -> None:
+    # sys.path names the directories the interpreter was built from; none is mounted at run time, except
+    # the science image's stdlib zip (it imports from it at run time; mounted read-only, see
+    # test_science_surface.py).
     code = (
         "import os, sys\n"
         "[p for p in sys.path if os.path.exists(p)] + "
         "[p for p in ('/python', '/0', '/0/app.py', '/bundled') if os.path.exists(p)]"
     )
-    assert data_of(sandbox.run_sync(code)) == []
+    expected = ["/usr/local/lib/python315.zip"] if profile_of(runtime) == "science" else []
+    assert data_of(sandbox.run_sync(code)) == expected
 
 
 def test_writing_a_file_in_tmp_writes_the_runs_own_tmp_not_the_hosts(sandbox: Sandbox, runtime: Runtime) -> None:

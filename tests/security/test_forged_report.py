@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
-from tests.security._support import run
+from tests.security._support import profile_of, run
 from wasmexec import Limits, Redactor, Runtime, Sandbox, validate_run_result
 from wasmexec._audit import AuditLog
 from wasmexec._envelope import result_json
@@ -226,8 +226,9 @@ def test_every_forged_report_is_audited_through_the_python_api(
 def _cli(runtime: Runtime, tmp_path: Path, code: str) -> subprocess.CompletedProcess[bytes]:
     env = {key: value for key, value in os.environ.items() if key != "WASMEXEC_CONFIG"}
     env["WASMEXEC_CACHE_DIR"] = str(runtime.artifacts.directory)
+    profile = ["--profile", profile_of(runtime)]
     return subprocess.run(
-        [sys.executable, "-m", "wasmexec", "run", "--audit-log", str(tmp_path / "audit.jsonl"), "-c", code],
+        [sys.executable, "-m", "wasmexec", "run", *profile, "--audit-log", str(tmp_path / "audit.jsonl"), "-c", code],
         capture_output=True, timeout=120, env=env, cwd=tmp_path, check=False,
     )  # fmt: skip
 
@@ -272,7 +273,7 @@ def test_wasmexec_serve_answers_forged_reports_with_strict_structured_results(ru
     ]  # fmt: skip
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "wasmexec", "serve", "--no-audit"],
+        args=["-m", "wasmexec", "serve", "--profile", profile_of(runtime), "--no-audit"],
         env={"WASMEXEC_CACHE_DIR": str(runtime.artifacts.directory), "PATH": os.environ["PATH"]},
     )
 

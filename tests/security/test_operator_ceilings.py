@@ -1,7 +1,8 @@
 """The operator's limits are ceilings: a client of `wasmexec serve` can lower them, never raise them.
 
-A real `mcp` client (both protocol eras) drives `wasmexec serve --max-tool-calls 3 --memory-mb 64
---timeout-ms 8000` over stdio, as an agent would.
+A real `mcp` client (both protocol eras) drives `wasmexec serve --profile P --max-tool-calls 3
+--memory-mb 64 --timeout-ms 8000` over stdio, as an agent would (128 MiB for the science image, which
+alone takes 64.2 MiB).
 """
 
 from __future__ import annotations
@@ -16,12 +17,20 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from tests.helpers import data_of, limit_of
 from tests.integration.conftest import SERVERS, child_env
+from tests.security._support import profile_of
 from wasmexec import Limits, Runtime
 from wasmexec._server.description import input_schema
 
 MODES = ["legacy", "auto"]
-CEILINGS = {"timeout_ms": 8000, "memory_mb": 64, "max_tool_calls": 3}
-#: Fits under 64 MiB beside the interpreter (about 30 MiB), not under 32 MiB.
+#: Per profile (`wasmexec serve --profile`): the science image alone takes 64.2 MiB, so its memory ceiling
+#: is higher; the default image's values are the ones this module always had.
+PROFILE_CEILINGS = {
+    "default": {"timeout_ms": 8000, "memory_mb": 64, "max_tool_calls": 3},
+    "science": {"timeout_ms": 8000, "memory_mb": 128, "max_tool_calls": 3},
+}
+#: A memory limit a client may lower to: `ALLOCATE_20_MIB` fits under the ceiling beside the interpreter
+#: (about 30 MiB for the default image, 64.2 MiB for the science one), not under this.
+LOWERED_MEMORY_MB = {"default": 32, "science": 80}
 ALLOCATE_20_MIB = "b = bytearray(20 * 1024 * 1024)\nresult = len(b)"
 CALLS = "import servers.slow as s\nfor _ in range({n}):\n    await s.sleep_for(seconds=0)\nresult = 'done'"
 #: Runs tried while the tool server starts: on a loaded machine its start-up alone can outlast the 2 s ceiling.
@@ -29,15 +38,32 @@ WARM_UP_RUNS = 15
 
 
 @pytest.fixture(scope="module")
-def params(tmp_path_factory: pytest.TempPathFactory, runtime: Runtime) -> StdioServerParameters:
+def ceilings(runtime: Runtime) -> dict[str, int]:
+    return PROFILE_CEILINGS[profile_of(runtime)]
+
+
+@pytest.fixture(scope="module")
+def params(
+    tmp_path_factory: pytest.TempPathFactory, runtime: Runtime, ceilings: dict[str, int]
+) -> StdioServerParameters:
     config = tmp_path_factory.mktemp("ceilings") / "mcp.json"
     config.write_text(
         json.dumps({"mcpServers": {"slow": {"command": sys.executable, "args": [str(SERVERS / "slow.py")]}}})
     )
-    ceilings = [f"--{name.replace('_', '-')}={value}" for name, value in CEILINGS.items()]
+    options = [f"--{name.replace('_', '-')}={value}" for name, value in ceilings.items()]
     return StdioServerParameters(
         command=sys.executable,
-        args=["-m", "wasmexec", "serve", "--config", str(config), "--no-audit", *ceilings],
+        args=[
+            "-m",
+            "wasmexec",
+            "serve",
+            "--profile",
+            profile_of(runtime),
+            "--config",
+            str(config),
+            "--no-audit",
+            *options,
+        ],
         env=child_env(WASMEXEC_CACHE_DIR=str(runtime.artifacts.directory)),
     )
 
@@ -66,20 +92,24 @@ async def _warm_up(client: Client) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_the_listed_input_schema_states_the_operators_maxima(params: StdioServerParameters, mode: str) -> None:
+def test_the_listed_input_schema_states_the_operators_maxima(
+    params: StdioServerParameters, ceilings: dict[str, int], mode: str
+) -> None:
     async def body(client: Client) -> Any:
         return (await client.list_tools()).tools[0].input_schema
 
     properties = _session(params, mode, body)["properties"]
-    for name, ceiling in CEILINGS.items():
+    for name, ceiling in ceilings.items():
         assert properties[name]["maximum"] == ceiling, properties[name]
         assert properties[name]["default"] == ceiling, properties[name]
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_client_cannot_raise_a_limit_above_the_operators(params: StdioServerParameters, mode: str) -> None:
-    attempts = [{"max_tool_calls": 10_000}, {"memory_mb": 4095}, {"timeout_ms": 60_000}, {"max_tool_calls": 4},
-                {"memory_mb": 65}, {"timeout_ms": 8001}]  # fmt: skip
+def test_a_client_cannot_raise_a_limit_above_the_operators(
+    params: StdioServerParameters, ceilings: dict[str, int], mode: str
+) -> None:
+    attempts = [{"max_tool_calls": 10_000}, {"memory_mb": 4095}, {"timeout_ms": 60_000}]
+    attempts += [{name: ceiling + 1} for name, ceiling in ceilings.items()]  # just over each ceiling
 
     async def body(client: Client) -> list[tuple[str, int, str]]:
         refused = []
@@ -92,15 +122,19 @@ def test_a_client_cannot_raise_a_limit_above_the_operators(params: StdioServerPa
 
     for name, code, message in _session(params, mode, body):
         assert code == -32602
-        assert f"'{name}'" in message and f"at most {CEILINGS[name]}" in message, message
+        assert f"'{name}'" in message and f"at most {ceilings[name]}" in message, message
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_client_can_lower_limits_and_the_lower_limits_apply(params: StdioServerParameters, mode: str) -> None:
+def test_a_client_can_lower_limits_and_the_lower_limits_apply(
+    params: StdioServerParameters, runtime: Runtime, ceilings: dict[str, int], mode: str
+) -> None:
+    lowered = LOWERED_MEMORY_MB[profile_of(runtime)]
+
     async def body(client: Client) -> dict[str, Any]:
         return {
             "calls": await _run(client, CALLS.format(n=1), max_tool_calls=0),
-            "memory": await _run(client, ALLOCATE_20_MIB, memory_mb=32),
+            "memory": await _run(client, ALLOCATE_20_MIB, memory_mb=lowered),
             "memory at the ceiling": await _run(client, ALLOCATE_20_MIB),
             "timeout": await _run(client, "while True: pass", timeout_ms=200),
         }
@@ -110,7 +144,7 @@ def test_a_client_can_lower_limits_and_the_lower_limits_apply(params: StdioServe
     assert limit_of(results["memory"]) == "memory"
     assert data_of(results["memory at the ceiling"]) == 20 * 1024 * 1024
     assert limit_of(results["timeout"]) == "timeout"
-    assert results["timeout"]["duration_ms"] < CEILINGS["timeout_ms"]
+    assert results["timeout"]["duration_ms"] < ceilings["timeout_ms"]
 
 
 def test_without_arguments_the_operators_limits_apply(params: StdioServerParameters) -> None:

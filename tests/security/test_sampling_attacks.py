@@ -1,4 +1,5 @@
-"""The raw `start-sample` import is untrusted input with a budget, like every host function.
+"""The raw `start-sample` host function (the component's import, the science door's operation) is
+untrusted input with a budget, like every host function.
 
 The calls below bypass `codemode.llm` (as an attacker would) and must be refused by size or
 range before the host decodes, redacts or sends anything, without the host allocating much
@@ -11,18 +12,20 @@ import tracemalloc
 from typing import Any
 
 from tests.helpers import data_of
+from tests.security._support import RAW_HOST, profile_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._sampling import MAX_SYSTEM_BYTES
 
-RAW = """
-from wit_world.imports import host
-from componentize_py_types import Err
+RAW = (
+    RAW_HOST
+    + """
 {setup}
 try:
     result = ["ok", {call}]
 except Err as err:
     result = ["err", err.value.kind.name, err.value.message[:300]]
 """
+)
 
 
 class Model:
@@ -44,7 +47,9 @@ def test_an_80_mb_prompt_is_dropped_unread_and_refused(runtime: Runtime) -> None
     finally:
         tracemalloc.stop()
     outcome = data_of(result)
-    assert outcome[:2] == ["err", "LIMIT_EXCEEDED"] and "the prompt is 80000000 bytes" in outcome[2]
+    # The science door reads only the head of a request over its bound: it names the request's size.
+    expected = "the prompt is 800000" if profile_of(runtime) == "science" else "the prompt is 80000000 bytes"
+    assert outcome[:2] == ["err", "LIMIT_EXCEEDED"] and expected in outcome[2], outcome
     assert model.requests == [] and peak < 10_000_000, peak  # never lifted into Python
 
 
@@ -58,9 +63,9 @@ def test_an_oversized_system_prompt_and_a_zero_max_tokens_are_refused(runtime: R
 
 
 def test_a_loop_past_the_call_cap_leaves_one_refused_entry(runtime: Runtime) -> None:
-    code = """
-from wit_world.imports import host
-from componentize_py_types import Err
+    code = (
+        RAW_HOST
+        + """
 refused = 0
 for _ in range(10_000):
     try:
@@ -69,6 +74,7 @@ for _ in range(10_000):
         refused += 1
 result = refused
 """
+    )
     sandbox, model = Sandbox(Limits(timeout_ms=15_000, max_llm_calls=2), runtime=runtime), Model()
     result = sandbox.run_sync(code, sampler=model)
     assert data_of(result) == 9_998

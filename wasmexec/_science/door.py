@@ -33,7 +33,7 @@ from wasmtime import Caller, Func, Memory, Trap, WasmtimeError
 from wasmtime import _bindings as ffi
 from wasmtime._ffi import WASMTIME_I32
 
-from wasmexec import _runstate
+from wasmexec import _runstate, _sampling
 from wasmexec._sandbox import hostcalls
 from wasmexec._toolhost import MAX_NAME_CHARS, MAX_PAYLOAD_BYTES
 
@@ -47,6 +47,16 @@ MAX_CALL_REQUEST_BYTES = MAX_PAYLOAD_BYTES + 4 * 2 * MAX_NAME_CHARS * 4 + 4096
 REPORT_MARGIN_BYTES = 2 * 1024 * 1024
 _MASK32 = 0xFFFFFFFF
 _U64 = 2**64
+#: Each operation's string arguments' bounds in UTF-8 bytes: the component's trampolines'
+#: (`hostcalls._trampoline`), so an argument over its bound reaches the host function as a short
+#: prefix with its size in `hostcalls._dropped`, and is refused as the component's would be. Some
+#: host functions rely on it alone (`start-sample`'s prompt and system prompt).
+_UTF8 = 4
+_BOUNDS: dict[str, tuple[int | None, ...]] = {
+    "catalog": (hostcalls.MAX_OP_CHARS * _UTF8, hostcalls.MAX_REQUEST_BYTES),
+    "start-call": (MAX_NAME_CHARS * _UTF8, MAX_NAME_CHARS * _UTF8, MAX_PAYLOAD_BYTES),
+    "start-sample": (_sampling.MAX_PROMPT_BYTES, _sampling.MAX_SYSTEM_BYTES, None),
+}
 
 
 @dataclass
@@ -109,8 +119,71 @@ def _strings(args: list[Any], count: int) -> bool:
 
 
 def _sample_args(args: list[Any]) -> bool:
-    """prompt, system, max_tokens: two strings and a u32 (the sizes are checked by `_sampling`)."""
+    """prompt, system, max_tokens: two strings and a u32 (their sizes are bounded by `_bounded`)."""
     return len(args) == 3 and _strings(args[:2], 2) and type(args[2]) is int and 0 <= args[2] <= _MASK32
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+#: How much of a request over the door's bound is read: its operation and its names' prefixes.
+HEAD_BYTES = 1024
+#: The calls an oversized request may be, with the arguments its head cannot give.
+_OVERSIZED_CALLS: dict[str, tuple[Any, tuple[Any, ...]]] = {
+    "catalog": (hostcalls.host_catalog, ("", "")),
+    "start-call": (hostcalls.host_start_call, ("", "", "", "tool")),
+    "start-sample": (hostcalls.host_start_sample, ("", "", 1)),
+}
+
+
+def _bounded(op: str, args: list[Any]) -> list[Any]:
+    """`args` with each string over its bound (`_BOUNDS`) cut to a prefix, the sizes noted in `hostcalls._dropped`."""
+    sizes: dict[int, int] = {}
+    bounded = list(args)
+    for index, bound in enumerate(_BOUNDS[op]):
+        value = args[index]
+        if bound is None or not isinstance(value, str) or len(value) * _UTF8 <= bound:
+            continue  # (a character is at most 4 bytes: cannot be over)
+        size = len(value.encode("utf-8", "surrogatepass"))
+        if size > bound:
+            sizes[index] = size
+            bounded[index] = value[: hostcalls.TRACED_NAME_CHARS] or "-"
+    hostcalls._dropped.sizes = sizes
+    return bounded
+
+
+def _oversized(head: bytes, length: int, bound: int) -> dict[str, Any]:
+    """The answer to a request over the door's bound, of which only its first `HEAD_BYTES` were read.
+
+    A call in the bridge's own encoding is refused by its host function as the component refuses a
+    call with an argument over its bound (counted, traced and audited with its names' prefixes):
+    the first string the head does not finish is the oversized argument. Anything else is refused
+    unread."""
+    text = head.decode("ascii", "replace")
+    for op, (function, defaults) in _OVERSIZED_CALLS.items():
+        prefix = f'{{"op":"{op}","args":['
+        args = _head_args(text, len(prefix), defaults, length) if text.startswith(prefix) else None
+        if args is not None:
+            return _outcome(function(None, *args))
+    return _error("limit-exceeded", f"the request is {length} bytes; at most {bound} bytes cross the door at once",
+                  "payload_bytes")  # fmt: skip
+
+
+def _head_args(text: str, at: int, defaults: tuple[Any, ...], length: int) -> list[Any] | None:
+    """The arguments a request's head starts with at `at`: the strings it finishes (cut to their traced
+    prefix) and the first it does not, as its prefix with the request's size noted in
+    `hostcalls._dropped`; None when no string runs past the head."""
+    args = list(defaults)
+    for index in range(len(defaults)):
+        if text[at : at + 1] != '"':
+            return None
+        try:
+            value, at = _raw_decode(text, at)
+        except ValueError:  # it runs past the head: the oversized argument
+            args[index] = text[at + 1 : at + 1 + hostcalls.TRACED_NAME_CHARS].partition("\\")[0] or "-"
+            hostcalls._dropped.sizes = {index: length}
+            return args
+        args[index] = value[: hostcalls.TRACED_NAME_CHARS]
+        at += 1  # the comma
+    return None
 
 
 def _wait(args: list[Any]) -> dict[str, Any]:
@@ -139,11 +212,11 @@ def answer(run: DoorRun, request: bytes) -> dict[str, Any]:
     if not isinstance(args, list):
         return _error("invalid-argument", "the request's 'args' is not a list")
     if op == "catalog" and _strings(args, 2):
-        return _outcome(hostcalls.host_catalog(None, *args))
+        return _outcome(hostcalls.host_catalog(None, *_bounded(op, args)))
     if op == "start-call" and _strings(args, 4):  # the kind is a WIT case name, checked by host_start_call
-        return _outcome(hostcalls.host_start_call(None, *args))
+        return _outcome(hostcalls.host_start_call(None, *_bounded(op, args)))
     if op == "start-sample" and _sample_args(args):
-        return _outcome(hostcalls.host_start_sample(None, *args))
+        return _outcome(hostcalls.host_start_sample(None, *_bounded(op, args)))
     if op == "wait":
         return _wait(args)
     if op == "run-input" and not args:
@@ -164,12 +237,11 @@ def _serve(caller: Caller, ptr: int, length: int, out_ptr_ptr: int, out_len_ptr:
     size = memory.data_len(caller)
     if ptr + length > size or out_ptr_ptr + 4 > size or out_len_ptr + 4 > size:
         return FAULT  # never read or write past the guest's memory
+    base = ctypes.cast(memory.data_ptr(caller), ctypes.c_void_p).value or 0
     if length > run.max_request_bytes:
         run.oversized_request = length
-        reply = _error("limit-exceeded", f"the request is {length} bytes; at most {run.max_request_bytes} "
-                       "bytes cross the door at once", "payload_bytes")  # fmt: skip
+        reply = _oversized(ctypes.string_at(base + ptr, HEAD_BYTES), length, run.max_request_bytes)
     else:
-        base = ctypes.cast(memory.data_ptr(caller), ctypes.c_void_p).value or 0
         request = ctypes.string_at(base + ptr, length) if length else b""  # just the request, in range
         reply = answer(run, request)
     data = json.dumps(reply, ensure_ascii=True, separators=(",", ":")).encode("ascii")
