@@ -12,6 +12,9 @@ Sections (see README.md for the measured numbers and targets):
   e. resident memory per live (sleeping) sandbox;
   f. first-ever start: ``wasmexec build`` into an empty cache directory (skipped with --quick).
 
+Every Sandbox here has ``spares=0`` (an instance made on the caller's path, as before warm
+spares existed); ``bench_spares.py`` measures runs that find a warm spare ready.
+
 Every number is a median (and p95 where many samples exist) of several samples: the
 benchmark machine is small and shared. Times are wall-clock ``time.perf_counter``.
 """
@@ -384,7 +387,7 @@ def bench_fresh_sandbox(runtime: Runtime, settings: Settings) -> dict[str, Any]:
     """
     results: dict[str, Any] = {}
     for label, limits in (("fuel+epoch", Limits()), ("epoch only", Limits(fuel=None))):
-        sandbox = Sandbox(limits, runtime=runtime)
+        sandbox = Sandbox(limits, runtime=runtime, spares=0)
         guest = guest_of(runtime, limits.fuel is not None)
         for _ in range(10):  # warm-up: page in the compiled code, start the epoch ticker
             run_ok(sandbox, TRIVIAL_CODE)
@@ -502,7 +505,7 @@ def bench_workloads(runtime: Runtime, settings: Settings) -> dict[str, Any]:
     """Each workload natively, in wasm (three engine variants) and in Pyodide: inside time and host wall."""
     runners: dict[str, Callable[[str], tuple[float, float]]] = {"native": run_native}
     for label, limits in (("wasm fuel+epoch", Limits()), ("wasm epoch only", Limits(fuel=None))):
-        sandbox = Sandbox(limits, runtime=runtime)
+        sandbox = Sandbox(limits, runtime=runtime, spares=0)
         sandbox.prepare()
         runners[label] = lambda code, sandbox=sandbox: run_sandboxed(sandbox, code)
     bare = bare_guest(runtime, compile_if_missing=not settings.quick)
@@ -603,7 +606,7 @@ _worker_sandbox: Sandbox | None = None
 def _worker_init() -> None:
     """Process-pool initializer: one default sandbox per worker process, ready to run."""
     global _worker_sandbox
-    _worker_sandbox = Sandbox(Limits())
+    _worker_sandbox = Sandbox(Limits(), spares=0)
     _worker_sandbox.prepare()
 
 
@@ -642,7 +645,7 @@ def bench_parallel(runtime: Runtime, settings: Settings) -> dict[str, Any]:
     data = os.urandom(32 << 20)
     jobs: dict[str, Callable[[], Any]] = {}
     for label, limits in (("fuel+epoch", Limits()), ("epoch only", Limits(fuel=None))):
-        sandbox = Sandbox(limits, runtime=runtime, max_concurrent_runs=2)
+        sandbox = Sandbox(limits, runtime=runtime, max_concurrent_runs=2, spares=0)
         jobs[label] = lambda sandbox=sandbox: run_ok(sandbox, PARALLEL_CODE)
     jobs[CONTROL] = lambda: hashlib.sha256(data).digest()
     results = {}
@@ -689,7 +692,7 @@ def bench_memory(runtime: Runtime, settings: Settings) -> dict[str, Any]:
     results: dict[str, Any] = {}
     count = settings.memory_sandboxes
     for label, limits in (("fuel+epoch", Limits()), ("epoch only", Limits(fuel=None))):
-        sandbox = Sandbox(limits, runtime=runtime, max_concurrent_runs=count)
+        sandbox = Sandbox(limits, runtime=runtime, max_concurrent_runs=count, spares=0)
         run_ok(sandbox, TRIVIAL_CODE)
         settle()
         time.sleep(0.2)

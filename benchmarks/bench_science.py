@@ -72,7 +72,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--cache-dir", help="where `wasmexec build --profile science --cache-dir` put the image")
     args = parser.parse_args()
-    sandbox = Sandbox(Limits(timeout_ms=60_000), cache_dir=args.cache_dir, profile="science")
+    # No warm spares: fresh instances on the path (bench_spares.py measures runs that find a spare ready).
+    sandbox = Sandbox(Limits(timeout_ms=60_000), cache_dir=args.cache_dir, profile="science", spares=0)
     started = time.perf_counter()
     sandbox.prepare()
     print(f"load average {os.getloadavg()}; deserialize + prepare {1000 * (time.perf_counter() - started):.0f} ms")
