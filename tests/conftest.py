@@ -12,11 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._cli.options import SCHEMA_CACHE_ENV
+
+if TYPE_CHECKING:
+    from wasmexec._science.runtime import ScienceRuntime
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -36,6 +40,20 @@ def runtime() -> Runtime:
     runtime = Runtime(Path(cache_dir) if cache_dir else None)
     runtime.build()
     return runtime
+
+
+@pytest.fixture(scope="session")
+def science_runtime() -> ScienceRuntime:
+    """The science image (numpy, pandas), built once like the component; both limit modes.
+
+    Needs the science extra: tests/science and the security suite's science cases are skipped without it.
+    """
+    from wasmexec._science.runtime import ScienceRuntime
+
+    cache_dir = os.environ.get("WASMEXEC_CACHE_DIR")
+    science = ScienceRuntime(Path(cache_dir) if cache_dir else None, progress=print)
+    science.build(modes=(True, False))  # a no-op once built (`wasmexec build --profile science` builds both)
+    return science
 
 
 @pytest.fixture

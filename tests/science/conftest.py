@@ -1,4 +1,4 @@
-"""The science profile's fixtures: its runtime, built once (cached), or every test skipped with the reason.
+"""The science profile's fixtures (its runtime: `science_runtime`, tests/conftest.py), or every test skipped.
 
 The science extra (``pip install "wasmexec[science]"``) pins wasmtime 49, so these tests run in a
 venv of their own (`.ci/run` makes one); in the main venv they are skipped, saying so. The image
@@ -9,7 +9,6 @@ builds only what is missing, for a developer who has not.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
@@ -29,14 +28,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/science/" in str(item.fspath).replace(os.sep, "/"):
             item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def science_runtime() -> ScienceRuntime:
-    cache_dir = os.environ.get("WASMEXEC_CACHE_DIR")
-    runtime = ScienceRuntime(Path(cache_dir) if cache_dir else None, progress=print)
-    runtime.build(modes=(True,))  # a no-op once built; tests run with fuel
-    return runtime
 
 
 @pytest.fixture

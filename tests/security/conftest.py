@@ -10,9 +10,7 @@ missing the science case is skipped, saying so. A test that only one image can r
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,17 +39,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         reason = only_for(item, profile)
         if reason:
             item.add_marker(pytest.mark.skip(reason=reason))
-
-
-@pytest.fixture(scope="session")
-def science_runtime() -> Any:
-    """The science image, built once (cached in the shared cache dir like the component)."""
-    from wasmexec._science.runtime import ScienceRuntime
-
-    cache_dir = os.environ.get("WASMEXEC_CACHE_DIR")
-    science = ScienceRuntime(Path(cache_dir) if cache_dir else None, progress=print)
-    science.build(modes=(True, False))  # a no-op once built; some tests run without fuel
-    return science
 
 
 @pytest.fixture(scope="session", params=PROFILES)
