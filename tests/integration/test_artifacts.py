@@ -155,7 +155,7 @@ print(*ArtifactStore(Path(sys.argv[1])).load_compiled(engine, engine_key(False))
 def test_processes_compiling_at_once_all_get_the_component_and_leave_one_recorded_artifact(
     runtime: Runtime, tmp_path: Path
 ) -> None:
-    directory = _genuine_build(ArtifactStore(tmp_path / "cache"), runtime)
+    directory = _genuine_build(ArtifactStore(tmp_path / "cache"))
     processes = [
         subprocess.Popen([sys.executable, "-c", _LOAD, str(directory)], stdout=subprocess.PIPE, text=True)
         for _ in range(4)
@@ -178,7 +178,7 @@ def test_the_default_caches_private_fallback_is_reused_by_later_processes(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     fallback = tmp_path / f"wasmexec-cache-{os.geteuid()}"
     fallback.mkdir(mode=0o700)
-    _genuine_build(ArtifactStore(), runtime, fallback)
+    _genuine_build(ArtifactStore(), fallback)
     with pytest.warns(RuntimeWarning, match="using"):
         assert _exports(ArtifactStore().load_compiled(ENGINE, KEY)) == ["genuine"]
     progress: list[str] = []
