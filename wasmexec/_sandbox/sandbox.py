@@ -111,8 +111,7 @@ class Sandbox:
                 thread after each run (`wasmexec._sandbox.spares`): a run that finds one ready skips
                 instantiation (a trivial default-image run: about a third of the time). Each is used by
                 one run and dropped, so every run still starts fresh. Each ready spare holds about
-                1.5 MiB (default image) or 3 MiB (science) of memory and no CPU. Default 0 (off: see
-                `wasmexec._sandbox.spares.DEFAULT_SPARES`); 1 is the count to choose.
+                1.5 MiB (default image) or 3 MiB (science) of memory and no CPU; 0 turns them off.
                 Runs in place (`workspace=`), with another `skills` directory, or arriving while
                 others run or faster than spares can be made, use fresh instances as without spares.
                 Hits and misses: `spares.stats()`.

