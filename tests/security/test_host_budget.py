@@ -19,7 +19,6 @@ import contextlib
 import sys
 import threading
 import time
-import tracemalloc
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import pytest
 from wasmtime.component import _enter as wasmtime_enter
 
-from tests.helpers import data_of, error_of, limit_of
+from tests.helpers import data_of, error_of, limit_of, python_allocations
 from tests.security._support import RAW_HOST, profile_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._redact import Redactor
@@ -113,12 +112,11 @@ def _measured(
     its host calls are left out of `host_time`)."""
     result, elapsed = _timed(sandbox, code, limits)
     timed_calls = len(host_time)
-    tracemalloc.start()
     try:
-        sandbox.run_sync(code, limits)
-        peak = tracemalloc.get_traced_memory()[1]
+        with python_allocations() as allocated:
+            sandbox.run_sync(code, limits)
+            peak = allocated()
     finally:
-        tracemalloc.stop()
         del host_time[timed_calls:]
     return result, elapsed, peak
 

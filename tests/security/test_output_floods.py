@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import tracemalloc
 from typing import Any
 
 import pytest
 
-from tests.helpers import data_of, diagnostic, log_text
+from tests.helpers import data_of, diagnostic, log_text, python_allocations
 from tests.security._support import assert_host_survives, run, timed_run
 from wasmexec import Runtime
 from wasmexec._envelope import encoded_size, result_json
@@ -126,13 +125,10 @@ def test_a_newline_flood_encodes_to_at_most_the_caps_plus_a_fixed_overhead(
     runtime: Runtime, caps: tuple[int, int], newlines: tuple[int, int]
 ) -> None:
     code = NEWLINE_FLOOD.format(stdout=newlines[0], stderr=newlines[1])
-    tracemalloc.start()
-    try:
+    with python_allocations() as allocated:
         result = run(runtime, code, timeout_ms=120_000, max_stdout_bytes=caps[0], max_stderr_bytes=caps[1])
         line = result_json(result)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+        peak = allocated()
     assert data_of(result) == "done"
     assert encoded_size(result["logs"]) <= caps[0] + caps[1] + LOGS_OVERHEAD_BYTES
     assert len(line.encode()) <= caps[0] + caps[1] + LOGS_OVERHEAD_BYTES + ENVELOPE_BYTES

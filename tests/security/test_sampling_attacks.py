@@ -8,10 +8,9 @@ more than the guest sent, and a run looping past the call cap must not grow the 
 
 from __future__ import annotations
 
-import tracemalloc
 from typing import Any
 
-from tests.helpers import data_of
+from tests.helpers import data_of, python_allocations
 from tests.security._support import RAW_HOST, profile_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._sampling import MAX_SYSTEM_BYTES
@@ -40,12 +39,9 @@ class Model:
 def test_an_80_mb_prompt_is_dropped_unread_and_refused(runtime: Runtime) -> None:
     code = RAW.format(setup="prompt = 'x' * 80_000_000", call="host.start_sample(prompt, '', 5)")
     sandbox, model = Sandbox(Limits(timeout_ms=15_000, memory_mb=512), runtime=runtime), Model()
-    tracemalloc.start()
-    try:
+    with python_allocations() as allocated:
         result = sandbox.run_sync(code, sampler=model)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+        peak = allocated()
     outcome = data_of(result)
     # The science door reads only the head of a request over its bound: it names the request's size.
     expected = "the prompt is 800000" if profile_of(runtime) == "science" else "the prompt is 80000000 bytes"
