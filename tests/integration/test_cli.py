@@ -105,6 +105,73 @@ def test_usage_errors_exit_2_with_a_clear_message_and_no_stdout(cached: Path, ar
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # An abbreviation is refused, not taken for the option it starts (5 would have been 5 ms).
+        (["run", "--timeout", "5", "-c", "1"], "unrecognized option --timeout; did you mean --timeout-ms?"),
+        (["run", "--mem", "10", "-c", "1"], "unrecognized option --mem; did you mean --memory-mb?"),
+        (["serve", "--max-sess", "1"], "unrecognized option --max-sess; did you mean --max-sessions?"),
+        # A misspelt option is named, instead of its value being taken for FILE.
+        (["run", "--memroy-mb", "10", "-c", "1"], "unrecognized option --memroy-mb; did you mean --memory-mb?"),
+        (["run", "--memroy-mb=10", "-c", "1"], "unrecognized option --memroy-mb; did you mean --memory-mb?"),
+        (["tools", "list", "--jsn"], "unrecognized option --jsn; did you mean --json?"),
+        (["cache", "clean", "--dryrun"], "unrecognized option --dryrun; did you mean --dry-run?"),
+    ],
+)
+def test_an_unknown_or_abbreviated_option_is_named_with_the_closest_one(args: list[str], message: str) -> None:
+    done = wasmexec(*args)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].endswith(f"error: {message}"), done.stderr
+    assert done.stdout == ""
+
+
+def test_an_option_value_that_looks_like_an_option_is_still_a_value(cached: Path) -> None:
+    done = wasmexec("run", "-c", "-1", cache_dir=cached)
+    assert done.returncode == 0, done.stderr
+    assert one_json_line(done.stdout)["result"]["data"] == -1
+
+
+def test_bare_wasmexec_lists_the_commands() -> None:
+    done = wasmexec()
+    assert done.returncode == 2
+    for command in ("run", "serve", "build", "schema", "tools", "config", "cache"):
+        assert f"\n    {command} " in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args", [["run", "-c", "result = 1"], ["schema"]])
+def test_output_into_a_pipe_whose_reader_left_is_no_traceback(cached: Path, args: list[str]) -> None:
+    # `wasmexec ... | head`: the reader is gone by the time the output comes (closed before the start here).
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        env = {**os.environ, "WASMEXEC_CACHE_DIR": str(cached)}
+        done = subprocess.run([sys.executable, "-m", "wasmexec", *args], stdout=writer, stderr=subprocess.PIPE,
+                              env=env, timeout=120, check=False)  # fmt: skip
+    finally:
+        os.close(writer)
+    stderr = done.stderr.decode()
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert done.returncode == 141  # 128 + SIGPIPE, what a program killed by it reports
+
+
+def test_an_output_dir_that_cannot_be_made_fails_before_the_run(cached: Path) -> None:
+    done = wasmexec("run", "--output-dir", "/proc/nope", "-c", "print('ran')", cache_dir=cached)
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1] == (
+        "wasmexec run: error: --output-dir /proc/nope: cannot create it: No such file or directory"
+    )
+    assert done.stdout == ""  # the run never started
+
+
+def test_an_output_dir_that_is_a_file_fails_before_the_run(cached: Path, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    done = wasmexec("run", "--output-dir", str(tmp_path / "file"), "-c", "1", cache_dir=cached)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"--output-dir {tmp_path / 'file'}" in done.stderr
+
+
 def test_a_file_that_is_not_utf8_is_a_usage_error(cached: Path, tmp_path: Path) -> None:
     script = tmp_path / "bad.py"
     script.write_bytes(b"x = '\xff'\n")

@@ -102,6 +102,36 @@ def test_one_bad_entry_is_skipped_with_a_warning_naming_it(tmp_path: Path, runti
     assert "server 'oops'" in done.stderr and "slow (servers.slow)" in done.stdout
 
 
+def test_a_config_whose_every_entry_was_skipped_is_named_not_called_missing(tmp_path: Path) -> None:
+    path = tmp_path / "only-bad.json"
+    path.write_text(json.dumps({"mcpServers": {"oops": {"args": ["no command"]}}}))
+    done = wasmexec("tools", "list", "--config", str(path))
+    assert done.returncode == 2
+    assert done.stderr.splitlines()[-1].endswith(
+        f"error: {path} has no MCP server to use (every entry was skipped: see the warnings above)"
+    )
+    assert "pass --config" not in done.stderr
+
+
+def test_a_server_whose_command_does_not_exist_says_so_and_where_it_looked(tmp_path: Path, runtime: Runtime) -> None:
+    path = tmp_path / "missing.json"
+    path.write_text(json.dumps({"mcpServers": {"gone": {"command": "wasmexec-no-such-server"}}}))
+    done = wasmexec("tools", "list", "--config", str(path), "--server-stderr", runtime=runtime,
+                    env={"PATH": f"/opt/nowhere:{os.environ['PATH']}"})  # fmt: skip
+    assert done.returncode == 1
+    assert "its command 'wasmexec-no-such-server' was not found on the host's PATH" in done.stderr
+    assert "try again later" not in done.stderr
+    assert "searched PATH=/opt/nowhere:" in done.stderr  # the operator sees where; the guest never does
+    code = "import servers.gone as g\nawait g.anything()"
+    ran = wasmexec("run", "--config", str(path), "--no-audit", "-c", code, runtime=runtime)
+    result = json.loads(ran.stdout)
+    assert "was not found on the host's PATH" in result["result"]["error"]["message"]
+    assert result["result"]["error"]["retryable"] is False
+    assert "/opt/nowhere" not in ran.stdout
+    assert "try again later" not in ran.stdout
+    assert 'fix \\"command\\" in the MCP config' in ran.stdout
+
+
 def test_run_with_config_calls_tools_and_reads_mcp_json_by_default(config: Path, runtime: Runtime) -> None:
     code = "import servers.slow as s\nawait s.sleep_for(seconds=0.01)"
     done = wasmexec("run", "--config", str(config), "-c", code, runtime=runtime)

@@ -95,12 +95,18 @@ def test_import_never_overwrites_without_force_and_can_print_instead(user: User)
     assert sorted(json.loads(printed.stdout)["mcpServers"]) == ["github", "shared"]
 
 
-def test_import_with_nothing_to_find_says_so(tmp_path: Path) -> None:
+def test_import_with_nothing_to_find_writes_an_empty_config_that_run_accepts(tmp_path: Path, runtime: Runtime) -> None:
     empty = User.__new__(User)
     empty.home, empty.project = tmp_path / "home", tmp_path / "project"
     empty.project.mkdir(parents=True)
-    done = empty.wasmexec("config", "import")
-    assert done.returncode == 1 and "no MCP servers found" in done.stderr
+    output = empty.home / ".config" / "wasmexec" / "mcp.json"  # the README's path; its directory is made
+    done = empty.wasmexec("config", "import", "--output", str(output))
+    assert done.returncode == 0, done.stderr
+    assert "no MCP servers found" in done.stderr and "wrote an empty config" in done.stderr
+    assert json.loads(output.read_text()) == {"mcpServers": {}}
+    ran = empty.wasmexec("run", "--config", str(output), "--no-audit", "-c", "result = 6 * 7", runtime=runtime)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["result"]["data"] == 42
     done = empty.wasmexec("config", "import", "--from", "no-such-client")
     assert done.returncode == 2 and "no-such-client: no such file" in done.stderr
 

@@ -73,9 +73,9 @@ def command_import(args: argparse.Namespace) -> int:
         print(f"read {read}", file=sys.stderr)
     for note in merged.notes:
         print(f"note: {note}", file=sys.stderr)
-    if not merged.entries:
-        print("wasmexec: no MCP servers found in the clients' configs", file=sys.stderr)
-        return EXIT_CODE_FAILED
+    if not merged.entries:  # still a valid config: `serve --config FILE` starts, with run_python alone
+        print("note: no MCP servers found in the clients' configs; the config is empty (add servers to it)",
+              file=sys.stderr)  # fmt: skip
     check = parse_config(merged.document(), source="the imported config", workspace=Path.cwd())
     for problem in check.problems:  # as `run` would see it now: missing variables, unsupported transports
         print(f"warning: {problem.message}", file=sys.stderr)
@@ -83,7 +83,8 @@ def command_import(args: argparse.Namespace) -> int:
         print(json.dumps(merged.document(), indent=2, ensure_ascii=False))
     else:
         write_config(merged, Path(args.output), force=args.force)
-        print(f"wrote {len(merged.entries)} servers to {args.output}: {', '.join(merged.entries)}", file=sys.stderr)
+        names = f"{len(merged.entries)} servers to {args.output}: {', '.join(merged.entries)}"
+        print(f"wrote {names}" if merged.entries else f"wrote an empty config to {args.output}", file=sys.stderr)
     return EXIT_OK
 
 

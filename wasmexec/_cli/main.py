@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -18,6 +19,7 @@ from wasmexec._cli.cache import add_cache_parser, cache_usage
 from wasmexec._cli.config import add_config_parser
 from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
+    EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SANDBOX,
@@ -29,6 +31,7 @@ from wasmexec._cli.options import (
     progress,
     runtime_from_args,
 )
+from wasmexec._cli.parser import CommandParser
 from wasmexec._cli.run import command_run
 from wasmexec._cli.serve import add_serve_parser
 from wasmexec._cli.tools import add_tools_parser
@@ -36,9 +39,10 @@ from wasmexec._version import __version__
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wasmexec", description="Run untrusted Python in a WebAssembly sandbox.")
+    parser = CommandParser(prog="wasmexec", description="Run untrusted Python in a WebAssembly sandbox.")
     parser.add_argument("--version", action="version", version=f"wasmexec {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Not required: bare `wasmexec` prints the help, which lists the commands (main()).
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = commands.add_parser(
         "run",
@@ -135,8 +139,29 @@ def _show_warning(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `wasmexec`: what it can do
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     warnings.showwarning = _show_warning
+    try:
+        code = _dispatch(args)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe could only be reported
+        return code
+    except BrokenPipeError:  # `wasmexec tools list | head`: the reader left, which is not an error of ours
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null, so the interpreter's final flush does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     from wasmexec._exceptions import ConfigError, WasmexecError
 
     command: argparse.ArgumentParser = args.parser

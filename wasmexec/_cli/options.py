@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 #: Exit codes (README, "CLI"): the run failed, usage, no sandbox, cannot listen, Ctrl-C (128 + SIGINT).
 EXIT_OK, EXIT_CODE_FAILED, EXIT_USAGE, EXIT_SANDBOX, EXIT_LISTEN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
+#: The reader of stdout went away (`| head`): 128 + SIGPIPE, what a program killed by SIGPIPE reports.
+EXIT_BROKEN_PIPE = 141
 
 CACHE_DIR_ENV = "WASMEXEC_CACHE_DIR"
 CONFIG_ENV = "WASMEXEC_CONFIG"

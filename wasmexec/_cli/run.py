@@ -48,6 +48,7 @@ def command_run(args: argparse.Namespace) -> int:
 
     code, limits = _read_code(args), limits_from_args(args)
     inputs, skills, workspace = _input_files(args.inputs), skills_from_args(args), _workspace_dir(args.workspace)
+    _check_output_dir(args.output_dir)  # before the run: its artifacts must not be lost after it
     config, policy, audit = load_servers(args), load_policy_options(args), open_audit(args)
     with ExitStack() as stack:
         tools: ToolHost = NoTools()
@@ -97,6 +98,20 @@ def _workspace_dir(directory: Path | None) -> Path | None:
         except OSError as exc:
             raise UsageError(f"--workspace {directory}: {exc.strerror or exc}") from None
     return directory
+
+
+def _check_output_dir(directory: Path | None) -> None:
+    """Makes --output-dir if missing and checks that files can be written there."""
+    if directory is None:
+        return
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--output-dir {directory}: cannot create it: {exc.strerror or exc}") from None
+    if not directory.is_dir():
+        raise UsageError(f"--output-dir {directory}: not a directory")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(f"--output-dir {directory}: not writable by this user")
 
 
 def _write_artifacts(sandbox: Sandbox, result: RunResult, directory: Path) -> None:

@@ -70,8 +70,11 @@ def command_tools(args: argparse.Namespace) -> int:
     from wasmexec._toolhost import HostCallError
 
     config = load_servers(args)
-    if config is None or not config.servers:
+    if config is None:
         raise UsageError("no MCP servers are configured: pass --config PATH (an mcpServers JSON file)")
+    if not config.servers:
+        skipped = " (every entry was skipped: see the warnings above)" if config.problems else ""
+        raise UsageError(f"{config.source} has no MCP server to use{skipped}")
     with opened_broker(args, config) as broker:
         try:
             code: int = args.run_verb(broker, args)

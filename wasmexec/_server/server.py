@@ -72,6 +72,7 @@ from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, Se
 from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._toolhost import internal_error
 from wasmexec._tools.broker import Broker
+from wasmexec._tools.mcp_errors import ServerUnavailable
 from wasmexec._tools.pii import PiiVault
 from wasmexec._tools.validation import schema_errors
 from wasmexec._version import __version__
@@ -397,9 +398,9 @@ class RunPythonServer:
             return [f"server {s!r} is not configured (no MCP servers are)" for s in servers]
         known = [s for s in servers if s in broker.config.servers]
         warnings = [f"server {s!r} is not configured" for s in servers if s not in known]
-        problems: dict[str, str] = {}
+        problems: dict[str, ServerUnavailable] = {}
         await anyio.to_thread.run_sync(lambda: broker.fetch_listings(known, CONNECT_TIMEOUT_S, [], problems))
-        return warnings + list(problems.values())
+        return warnings + [str(problem) for problem in problems.values()]
 
     async def _elicit(self, ctx: Context, request: dict[str, Any]) -> bool:
         try:

@@ -173,7 +173,7 @@ class Broker:
         server_ids: list[str],
         timeout: float,
         warnings: list[str],
-        problems: dict[str, str] | None = None,
+        problems: dict[str, ServerUnavailable] | None = None,
         *,
         use_cache: bool = True,
     ) -> dict[str, Listing]:
@@ -201,7 +201,7 @@ class Broker:
             for server_id, outcome in fetched.items():
                 found.update(self._settle(server_id, outcome, warnings, generations[server_id]))
                 if isinstance(outcome, ServerUnavailable) and problems is not None:
-                    problems[server_id] = str(outcome)
+                    problems[server_id] = outcome
         self._check_policy(found)
         return found
 
@@ -238,9 +238,9 @@ class Broker:
 
         A server that fails keeps its cached entry (refreshing never loses a known tool list)."""
         warnings: list[str] = []
-        problems: dict[str, str] = {}
+        problems: dict[str, ServerUnavailable] = {}
         self.fetch_listings(server_ids, timeout, warnings, problems, use_cache=False)
-        return {sid: problems.get(sid, "ok") for sid in server_ids}
+        return {sid: str(problems[sid]) if sid in problems else "ok" for sid in server_ids}
 
     def catalog_for(self, run: RunState | None = None) -> Catalog:
         """The run's frozen catalog (created on its first use)."""
@@ -248,9 +248,9 @@ class Broker:
             return run.catalog
         warnings: list[str] = run.warnings if run is not None else []
 
-        def fetch(server_ids: list[str]) -> tuple[dict[str, Listing], dict[str, str]]:
+        def fetch(server_ids: list[str]) -> tuple[dict[str, Listing], dict[str, ServerUnavailable]]:
             timeout = run.remaining() if run is not None else MAX_DISCOVERY_WAIT_S
-            problems: dict[str, str] = {}
+            problems: dict[str, ServerUnavailable] = {}
             listings = self.fetch_listings(server_ids, timeout, warnings, problems)
             return listings, problems
 

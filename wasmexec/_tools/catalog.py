@@ -27,7 +27,7 @@ from wasmexec._toolhost import MAX_NAME_CHARS, HostCallError
 from wasmexec._tools import stubs as _stubs
 from wasmexec._tools.config import ServerConfig
 from wasmexec._tools.naming import export_names, module_names
-from wasmexec._tools.pool import Listing
+from wasmexec._tools.pool import Listing, ServerUnavailable
 from wasmexec._tools.search import SearchIndex
 from wasmexec._tools.shapes import tool_digest
 
@@ -107,7 +107,7 @@ class Catalog:
     def __init__(
         self,
         servers: dict[str, ServerConfig],
-        fetch: Callable[[list[str]], tuple[dict[str, Listing], dict[str, str]]],
+        fetch: Callable[[list[str]], tuple[dict[str, Listing], dict[str, ServerUnavailable]]],
         decide: Decide | None = None,
         observed: Observed | None = None,
     ) -> None:
@@ -143,10 +143,11 @@ class Catalog:
             listings, problems = self._fetch([server_id])
             self._remember(listings)
             if server_id not in self._listings:
-                raise HostCallError(
-                    "unavailable", problems.get(server_id, f"server {server_id!r} could not be listed"),
-                    "The server could not be reached; try again later or check its config.", retryable=True,
-                )  # fmt: skip
+                problem = problems.get(server_id)
+                if problem is None:
+                    why = f"server {server_id!r} could not be listed"
+                    raise HostCallError("unavailable", why, "Try again later.", retryable=True)
+                raise HostCallError("unavailable", str(problem), problem.hint, retryable=problem.retryable)
         return self._listings[server_id]
 
     def tools(self, server_id: str) -> dict[str, ToolEntry]:

@@ -251,6 +251,7 @@ def write_config(merged: Merged, output: Path, *, force: bool) -> None:
     text = json.dumps(merged.document(), indent=2, ensure_ascii=False) + "\n"
     target = output.with_name(f".{output.name}.{os.getpid()}.tmp") if force else output
     try:
+        output.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # ~/.config/wasmexec on a new machine
         descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # never through a planted file
     except FileExistsError:
         raise ConfigError(f"{output} exists; pass --force to overwrite it, or --output FILE") from None

@@ -21,7 +21,10 @@ clients with bounded replies (`wasmexec._tools.transports`); tests pass in-proce
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -171,6 +174,13 @@ class _Connection:
             return attempt.client
         if not attempt.ready.is_set():  # the attempt goes on for later calls, up to the connect timeout
             raise DeadlineReached(f"server {self.server_id!r} did not finish starting before the deadline")
+        missing = _missing_command(self.config, attempt.error, self._pool.errlog)
+        if missing is not None:
+            raise ServerUnavailable(
+                f"server {self.server_id!r} failed to start: {missing}",
+                "Install the server's program, or fix \"command\" in the MCP config (an absolute path does not "
+                "depend on PATH).", retryable=False,
+            )  # fmt: skip
         raise ServerUnavailable(
             f"server {self.server_id!r} failed to start: {_describe(attempt.error)}",
             "Check the server's command, args and env in the MCP config.",
@@ -273,6 +283,29 @@ class _Connection:
         self.breaker.failed()
         return ServerUnavailable(f"server {self.server_id!r} did not finish {doing} within its timeout of "
                                  f"{self.timeout_s:g} s")  # fmt: skip
+
+
+def _missing_command(config: ServerConfig, error: BaseException | None, errlog: TextIO | None) -> str | None:
+    """Why a stdio server could not start when its command does not exist; None for any other failure.
+
+    The directories searched go to the server log (`errlog`, the operator's), never into the
+    message: that one reaches the sandboxed code, which sees no host path.
+    """
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    if config.transport != "stdio" or not isinstance(error, FileNotFoundError) or not config.command:
+        return None
+    command = config.command
+    if os.sep in command:
+        where = f"{command} does not exist"
+        found = f"its command {command!r} does not exist on the host"
+    else:
+        where = f"searched PATH={(config.env or {}).get('PATH') or os.environ.get('PATH', os.defpath)}"
+        found = f"its command {command!r} was not found on the host's PATH"
+    with contextlib.suppress(Exception):  # a closed log never hides the error itself
+        print(f"wasmexec: server {config.server_id!r}: command {command!r} not found: {where}",
+              file=errlog if errlog is not None else sys.stderr, flush=True)  # fmt: skip
+    return found
 
 
 def _describe(error: BaseException | None) -> str:
