@@ -74,7 +74,7 @@ def creation_problem(directory: Path) -> str | None:
 
 def explicit_dir_message(directory: Path, problem: str, untrusted: bool) -> str:
     """What went wrong with a cache dir the user named, and what to do about it."""
-    named = "--cache-dir, WASMEXEC_CACHE_DIR or Runtime(cache_dir=...)"
+    named = "--cache-dir or WASMEXEC_CACHE_DIR; cache_dir= in Python"
     if untrusted:
         return (
             f"cache directory {directory} {problem}: compiled code in it could have been planted by another "
