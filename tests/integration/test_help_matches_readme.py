@@ -129,3 +129,14 @@ def test_help_says_where_files_go() -> None:
     text = " ".join(PARSERS["run"].format_help().split())
     for where in ("audit.jsonl", "servers.log", "WASMEXEC_CACHE_DIR", "WASMEXEC_SCHEMA_CACHE", "WASMEXEC_CONFIG"):
         assert where in text, where
+
+
+@pytest.mark.parametrize("command", sorted(_parsers()))
+def test_help_states_the_range_of_every_number_option(command: str) -> None:
+    parser = _parsers()[command]
+    text = " ".join(parser.format_help().split())
+    for action in parser._actions:
+        limits = getattr(action.type, "range_text", "")
+        high = limits.partition(" to ")[2]
+        if limits:
+            assert limits in text or f"at most {high}" in text, (command, action.option_strings)

@@ -78,6 +78,8 @@ def int_option(low: int, high: int | None = None) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"must be at most {high}, got {value}")
         return value
 
+    # What --help states (`CommandParser`): the whole range, or the floor when it says something.
+    parse.range_text = f"{low} to {high}" if high is not None else (f"at least {low}" if low > 0 else "")  # type: ignore[attr-defined]
     return parse
 
 

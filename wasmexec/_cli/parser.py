@@ -36,6 +36,11 @@ class CommandParser(argparse.ArgumentParser):
         self._check_options(arguments)
         return super().parse_known_args(arguments, namespace)
 
+    def format_help(self) -> str:
+        for action in self._actions:
+            action.help = _with_range(action)
+        return super().format_help()
+
     def _check_options(self, arguments: list[str]) -> None:
         """Fails on the first option this parser does not know (a subcommand checks its own)."""
         known = self._option_string_actions
@@ -56,6 +61,17 @@ class CommandParser(argparse.ArgumentParser):
                 self.error(_unknown(name, [option for option in known if option.startswith("--")]))
             elif name == token and action.nargs is None and token in known:
                 index += 1  # the option's value, whatever it looks like (e.g. -c "-x")
+
+
+def _with_range(action: argparse.Action) -> str | None:
+    """The option's help with its range (from `int_option`) when the help does not state it already."""
+    text = action.help
+    limits: str = getattr(action.type, "range_text", "")
+    if not limits or text is None or text == argparse.SUPPRESS or "at most" in text or limits in text:
+        return text
+    if text.endswith(")") and "(default " in text:
+        return f"{text[:-1]}; {limits})"
+    return f"{text} ({limits})"
 
 
 def _unknown(option: str, options: list[str]) -> str:
