@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
+from wasmexec._envelope import StopReason
 from wasmexec._workspace import safefs
 from wasmexec._workspace.quota import Quota
 
@@ -113,3 +115,83 @@ def test_without_inotify_slow_walks_are_spaced_out(tmp_path: Path) -> None:
         assert verdicts[-1] == "workspace_bytes"  # but walked again later
     finally:
         os.close(roots[0])
+
+
+def _grow(file: BinaryIO, quota: Quota) -> StopReason | None:
+    """Writes 2 MB (past the 1 MiB cap) through `file` and checks."""
+    file.write(b"x" * 2_000_000)
+    file.flush()
+    return quota.check()
+
+
+def test_a_name_used_again_after_its_deletion_is_charged_again(quota: Quota, tmp_path: Path) -> None:
+    with open(tmp_path / "ws" / "x", "wb") as first:
+        os.unlink(tmp_path / "ws" / "x")
+        assert quota.check() is None
+        with open(tmp_path / "ws" / "x", "wb") as second:
+            os.unlink(tmp_path / "ws" / "x")
+            assert quota.check() is None
+            assert _grow(second, quota) == "workspace_bytes"
+        assert first.tell() == 0
+
+
+def test_a_file_renamed_over_while_open_is_charged(quota: Quota, tmp_path: Path) -> None:
+    (tmp_path / "ws" / "y").write_bytes(b"")
+    os.rename(tmp_path / "ws" / "y", tmp_path / "ws" / "z")
+    assert quota.check() is None  # the name "y" vanished once already
+    with open(tmp_path / "ws" / "x", "wb") as file:
+        assert quota.check() is None
+        (tmp_path / "ws" / "y").write_bytes(b"")
+        os.rename(tmp_path / "ws" / "y", tmp_path / "ws" / "x")
+        assert quota.check() is None
+        assert _grow(file, quota) == "workspace_bytes"
+
+
+def test_a_file_whose_hard_links_went_one_by_one_is_charged(quota: Quota, tmp_path: Path) -> None:
+    with open(tmp_path / "ws" / "a", "wb") as file:
+        os.link(tmp_path / "ws" / "a", tmp_path / "tmp" / "b")
+        assert quota.check() is None
+        os.unlink(tmp_path / "ws" / "a")
+        assert quota.check() is None
+        os.unlink(tmp_path / "tmp" / "b")
+        assert _grow(file, quota) == "workspace_bytes"
+
+
+def test_an_open_file_in_a_removed_directory_is_charged(quota: Quota, tmp_path: Path) -> None:
+    (tmp_path / "tmp" / "d").mkdir()
+    assert quota.check() is None
+    with open(tmp_path / "tmp" / "d" / "x", "wb") as file:
+        assert quota.check() is None
+        os.unlink(tmp_path / "tmp" / "d" / "x")
+        os.rmdir(tmp_path / "tmp" / "d")
+        assert quota.check() is None
+        assert _grow(file, quota) == "workspace_bytes"
+
+
+def test_files_created_and_deleted_between_two_checks_are_charged_while_open(quota: Quota, tmp_path: Path) -> None:
+    files = []
+    try:
+        for _ in range(3):
+            for _ in range(2):
+                files.append(open(tmp_path / "ws" / "x", "wb"))
+                files[-1].write(b"x" * 200_000)
+                files[-1].flush()
+                os.unlink(tmp_path / "ws" / "x")
+            if quota.check() is not None:
+                break
+        assert quota.check() == "workspace_bytes"
+        assert quota.bytes >= 1_200_000
+    finally:
+        for file in files:
+            file.close()
+
+
+@pytest.mark.parametrize("closed", [0, 1])
+def test_a_deleted_file_still_open_through_another_handle_is_charged(quota: Quota, tmp_path: Path, closed: int) -> None:
+    with open(tmp_path / "ws" / "x", "wb") as first, open(tmp_path / "ws" / "x", "ab") as second:
+        os.unlink(tmp_path / "ws" / "x")
+        assert quota.check() is None
+        handles = [first, second]
+        handles[closed].close()  # the quota may have noted either descriptor: one order closes that one
+        assert quota.check() is None
+        assert _grow(handles[1 - closed], quota) == "workspace_bytes"

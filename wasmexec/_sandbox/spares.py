@@ -256,8 +256,7 @@ class Spares:
             spare.live.close()
             run_dir = spare.run_dir
         if run_dir is not None:
-            watcher = run_dir.watcher
-            self._pool.release(run_dir, watcher.close if watcher is not None else None)
+            self._pool.release(run_dir)  # removed, never handed to another run
 
 
 def _smoothed(average: float | None, sample: float) -> float:

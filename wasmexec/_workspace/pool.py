@@ -3,9 +3,13 @@
 A run directory ``R`` (mode 0700) holds ``R/workspace`` and ``R/tmp``, the host side
 of the guest's ``/workspace`` and ``/tmp``. Creating and removing one costs 150-200 µs
 on ext4, more than everything else a workspace adds, so a few stand ready and a
-reaper thread removes used ones (and makes new ones) after the result is built. A
-directory that a run left empty (most runs write nothing) goes straight back to the
-spares, with its inotify instance: such a run costs the reaper nothing.
+reaper thread removes used ones (and makes new ones) after the result is built.
+
+Every run gets directories no earlier run touched, even one that left them empty: their
+times (``os.utime``), modes, inode numbers and sizes would otherwise carry a message from
+one run (one client) to the next. They are handed out oldest first, so a run never gets a
+directory made after an earlier run's were removed (which could reuse their inode numbers).
+A warm spare instance (`wasmexec._sandbox.spares`) takes its run directory here too.
 All of them live under one private base directory per pool, removed at exit.
 """
 
@@ -21,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from wasmexec._workspace.inotify import Inotify
-
 #: Run directories kept ready: about the runs that start at once on a busy server.
 DEFAULT_SPARES = 4
 
@@ -34,8 +36,6 @@ class RunDir:
     root: Path
     workspace: Path
     tmp: Path
-    watcher: Inotify | None = None
-    """The inotify instance that watches it, kept when the directory is used again."""
 
 
 class RunDirPool:
@@ -59,36 +59,24 @@ class RunDirPool:
         self._counter = 0
 
     def take(self) -> RunDir:
-        """A fresh, empty run directory (made now when none is ready)."""
+        """A run directory no run has used (made now when none is ready). Its caller `release`s it."""
         with self._lock:
-            ready = self._ready.pop() if self._ready else None
+            ready = self._ready.pop(0) if self._ready else None  # the oldest: see the module
             self._start_reaper()
         if ready is None:
             self._work.put(None)  # out of spares: make some for the next runs
             return self._make()
-        return ready  # replaced when it is removed (`release`), or back itself (`give_back`)
+        return ready  # replaced when it is removed (`release`)
 
     def release(self, run_dir: RunDir, first: Callable[[], None] | None = None) -> None:
         """Removes `run_dir` soon, on the reaper thread (everything in it, symlinks never followed).
 
-        `first` runs there before the removal: slow cleanup that must not delay the run's result
-        (closing an inotify instance waits for the kernel, 8 ms and more).
+        `first` runs there before the removal: cleanup that must not delay the run's result
+        (the quota removing its watches). Never handed out again.
         """
         with self._lock:
             self._start_reaper()
         self._work.put((run_dir, first))
-
-    def give_back(self, run_dir: RunDir) -> None:
-        """Returns a directory the caller checked is empty (both parts) to the spares, to be taken next.
-
-        It is worth more than a new spare (its inotify instance is set up): when the spares are
-        full, the oldest spare goes instead.
-        """
-        with self._lock:
-            self._ready.append(run_dir)
-            extra = self._ready.pop(0) if len(self._ready) > self._spares else None
-        if extra is not None:
-            self.release(extra, extra.watcher.close if extra.watcher is not None else None)
 
     def wait_idle(self, timeout_s: float = 10.0) -> bool:
         """Waits until every directory released so far is removed; False on timeout."""
@@ -152,8 +140,6 @@ class RunDirPool:
         with self._lock:
             ready, self._ready = self._ready, []
         for run_dir in ready:
-            if run_dir.watcher is not None:
-                run_dir.watcher.close()
             shutil.rmtree(run_dir.root, ignore_errors=True)
 
 

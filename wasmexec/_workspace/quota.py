@@ -3,21 +3,27 @@
 WASI file operations cannot be intercepted (shadowing any `wasi:filesystem` function
 replaces the whole instance), so the host watches the directories instead. With
 inotify, a check reads the queued events and re-stats only the entries they name,
-keeping running totals: a few µs per tick. Without inotify (not Linux, or the per-user
-instance or watch limit reached) each check walks the whole workspace, and checks are
-spaced out when a walk takes more than `SCAN_BUDGET_S` so they cost at most about
-10% of the run.
+keeping running totals: a few µs per tick. The watches live in the process's one shared
+inotify instance (`inotify.subscribe`): a quota adds its own and removes them when it closes.
+Without inotify (not Linux, or the per-user instance or watch limit reached) each check
+walks the whole workspace, and checks are spaced out when a walk takes more than
+`SCAN_BUDGET_S` so they cost at most about 10% of the run.
 
 Bytes are charged ``max(st_size, st_blocks * 512)`` per inode (a sparse file by its size,
 hard links once), over /workspace and /tmp together; every file, directory and symlink
 counts towards the entry limit. Every walk is fd-relative and never follows a symlink,
 and stops one entry past the limit.
 
-A file the guest deleted while it still holds it open keeps using disk and is in no
-directory: when inotify names a file that is gone (or on every walk without inotify), the
-host looks among this process's open descriptors (wasmtime opens the guest's files) for
-files below the roots with no link left, and charges them while they stay open (Linux:
-through /proc/self/fd; elsewhere such a file is not seen until it is closed).
+A file the guest still holds open after its last name went keeps using disk and is in no
+directory, however the name went: unlinked, renamed over, its hard links removed one by one,
+its directory removed, a name used again. So whenever an inode leaves the counted tree (its
+last path forgotten, or a path now names another inode), a name the events mention cannot be
+stat'ed, a charged descriptor is closed, or the tree is walked again (every check without
+inotify), the check ends with one look among this process's open descriptors (wasmtime opens
+the guest's files) for regular files below the roots with no link left, and charges each such
+inode (by device and inode number, never by name) while it stays open. The look lists
+/proc/self/fd: at most once per check. (Linux only; elsewhere such a file is not seen until it
+is closed.)
 
 Overshoot: a stream write is at most 64 KiB per WASI call and the check runs every tick,
 so the cap is passed by at most one tick of writing. One exception: ``os.pwrite`` is a
@@ -34,12 +40,10 @@ from collections.abc import Sequence
 
 from wasmexec._envelope import StopReason
 from wasmexec._workspace import inotify, safefs
-from wasmexec._workspace.inotify import Inotify
+from wasmexec._workspace.inotify import Subscription
 
 #: A fallback walk this long or shorter runs on every tick; a longer one is spaced out to about 10%.
 SCAN_BUDGET_S = 0.001
-#: Deleted names remembered (each is looked for among open files once); forgotten all at once past this.
-MAX_VANISHED = 10_000
 
 Key = tuple[int, tuple[str, ...]]
 """(index of the root, path below it)."""
@@ -58,15 +62,12 @@ class Quota:
         max_bytes: int,
         max_entries: int,
         scan_budget_s: float = SCAN_BUDGET_S,
-        watcher: Inotify | None = None,
     ) -> None:
         """
         Args:
             roots: descriptors of the directories to count (kept open by the caller).
             max_bytes: the byte limit; max_entries: the entry limit.
             scan_budget_s: without inotify, a walk slower than this spaces the next walks out.
-            watcher: an inotify instance to use again (its pending events are dropped: the
-                first count walks everything anyway); by default a new one.
         """
         self._roots = list(roots)
         self._scan_budget_s = scan_budget_s
@@ -79,35 +80,24 @@ class Quota:
         self._dirs: dict[int, Key] = {}  # watch descriptor -> directory
         self._orphans: dict[Inode, tuple[int, int]] = {}  # deleted while open: inode -> (descriptor, charge)
         self._root_paths: tuple[str, ...] | None = None
-        self._vanished: set[Key] = set()  # names written to after their deletion, already looked for
-        self._look_for_orphans = False
-        self._watcher: Inotify | None = watcher
+        self._look_for_orphans = False  # something may have left the tree while open: look at the check's end
+        self._watcher: Subscription | None = None
         self._skip = 0
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> StopReason | None:
         """Counts what the roots hold now and starts watching; a reason if that is already over a limit."""
-        if self._watcher is not None:
-            for _ in self._watcher.events():
-                pass  # left from the directory's last run
-        else:
-            try:
-                self._watcher = Inotify()
-            except OSError:
-                self._watcher = None  # scan on every check instead
+        try:
+            self._watcher = inotify.subscribe()
+        except OSError:
+            self._watcher = None  # scan on every check instead
         self._rescan()
+        self._look_for_orphans = False  # nothing of this run is open yet
         return self._verdict()
 
     def close(self) -> None:
-        """Stops watching. The inotify descriptor's close can take milliseconds: call it off the critical path."""
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
-
-    def detach(self) -> Inotify | None:
-        """Stops counting and hands over the inotify instance (to watch the same directories again)."""
-        watcher, self._watcher = self._watcher, None
-        return watcher
+        """Stops watching: removes this quota's watches from the shared instance. Idempotent."""
+        self._drop_watcher()
 
     @property
     def bytes(self) -> int:
@@ -128,6 +118,7 @@ class Quota:
     def check(self) -> StopReason | None:
         """The epoch callback's question: a workspace limit passed since the last check, or None."""
         try:
+            began: float | None = None
             if self._watcher is not None:
                 self._apply_events(self._watcher)
             elif self._skip > 0:
@@ -135,12 +126,14 @@ class Quota:
                 return None
             else:
                 began = time.perf_counter()
-                self._rescan()
-                self._find_orphans()  # no events name a deleted file here: look every time
-                cost = time.perf_counter() - began
-                self._skip = 0 if cost <= self._scan_budget_s else int(cost / self._scan_budget_s)
+                self._rescan()  # no events say what left the tree here: it looks every time
             if self._orphans:
                 self._refresh_orphans()
+            if self._look_for_orphans:
+                self._find_orphans()  # once per check, however many inodes left the tree
+            if began is not None:
+                cost = time.perf_counter() - began
+                self._skip = 0 if cost <= self._scan_budget_s else int(cost / self._scan_budget_s)
             return self._verdict()
         except Exception:  # a vanished root, a full table: walk everything on the next check
             self._drop_watcher()
@@ -161,6 +154,7 @@ class Quota:
         self._tree_bytes = self._tree_entries = 0
         for index, root in enumerate(self._roots):
             self._walk(index, root, ())
+        self._look_for_orphans = True  # what left the tree since the last count is not known
 
     def _walk(self, index: int, dir_fd: int, prefix: tuple[str, ...]) -> None:
         """Counts everything below `dir_fd` (the directory `prefix` of root `index`), watching each directory."""
@@ -198,14 +192,15 @@ class Quota:
         self._tree_entries -= 1
         known = self._inodes[inode]
         known[1] -= 1
-        if known[1] == 0:
+        if known[1] == 0:  # its last name here went: it may still be open
             del self._inodes[inode]
             self._tree_bytes -= known[0]
+            self._look_for_orphans = True
             return inode
         return None
 
     # -- inotify ---------------------------------------------------------------------------
-    def _apply_events(self, watcher: Inotify) -> None:
+    def _apply_events(self, watcher: Subscription) -> None:
         touched: dict[Key, None] = {}
         rescan = False
         for wd, mask, name in watcher.events():
@@ -223,9 +218,6 @@ class Quota:
             return
         for key in touched:
             self._restat(key)
-        if self._look_for_orphans:
-            self._look_for_orphans = False
-            self._find_orphans()  # once per check, however many names vanished
 
     def _restat(self, key: Key) -> None:
         index, path = key
@@ -241,16 +233,12 @@ class Quota:
                         os.close(child)
                     return
         except OSError:
-            # Gone: deleted, or written to after its deletion (inotify still names it). Such a
-            # file keeps using disk while it is open: look for it once per name.
+            # Gone: deleted, or written to after its deletion (inotify still names it), whether the
+            # name was counted or came and went between two checks. Such a file keeps using disk
+            # while it is open.
             self._forget(key)
-            if key not in self._vanished:
-                if len(self._vanished) >= MAX_VANISHED:
-                    self._vanished.clear()
-                self._vanished.add(key)
-                self._look_for_orphans = True
+            self._look_for_orphans = True
             return
-        self._vanished.discard(key)
         self._record(key, info)
 
     def _drop_watcher(self) -> None:
@@ -260,18 +248,24 @@ class Quota:
 
     # -- deleted files still open ----------------------------------------------------------
     def _find_orphans(self) -> None:
-        """Finds files deleted from the roots but still open: this process's descriptors (wasmtime
-        holds the guest's files) whose target is below a root and has no link left."""
+        """Finds every file below the roots that is open with no link left: this process's descriptors
+        (wasmtime holds the guest's files) whose target is below a root, one per inode."""
+        self._look_for_orphans = False
         prefixes = self._prefixes()
-        with contextlib.suppress(OSError):
-            for name in os.listdir("/proc/self/fd"):
-                with contextlib.suppress(OSError, ValueError):
-                    target = os.readlink(f"/proc/self/fd/{name}")
-                    if not target.endswith(" (deleted)") or not target.startswith(prefixes):
-                        continue
-                    info = os.fstat(int(name))
-                    if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
-                        self._orphans[(info.st_dev, info.st_ino)] = (int(name), safefs.charge(info))
+        found: dict[Inode, tuple[int, int]] = {}
+        try:
+            names = os.listdir("/proc/self/fd")
+        except OSError:
+            return  # no /proc: such files are seen when they are closed
+        for name in names:
+            with contextlib.suppress(OSError, ValueError):
+                target = os.readlink(f"/proc/self/fd/{name}")
+                if not target.endswith(" (deleted)") or not target.startswith(prefixes):
+                    continue
+                info = os.fstat(int(name))
+                if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+                    found[(info.st_dev, info.st_ino)] = (int(name), safefs.charge(info))
+        self._orphans = found
 
     def _prefixes(self) -> tuple[str, ...]:
         if self._root_paths is None:
@@ -291,5 +285,6 @@ class Quota:
                 info = None
             if info is None or (info.st_dev, info.st_ino) != inode or info.st_nlink > 0:
                 del self._orphans[inode]  # closed (or linked again: then the tree counts it)
+                self._look_for_orphans = True  # another descriptor may still hold it
             else:
                 self._orphans[inode] = (fd, safefs.charge(info))

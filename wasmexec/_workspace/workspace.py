@@ -7,7 +7,7 @@ The life of a workspace, all on the run's thread except the removal::
     preopen()   /workspace and /tmp (read-write) and /skills (read-only) into the WASI config
     check()     on every epoch tick while the guest runs (the quota)
     collect()   after the guest stopped: the limits checked once more, the artifacts listed
-    release()   the run directory removed on the pool's reaper thread
+    release()   the run directory removed on the pool's reaper thread (never used by another run)
 """
 
 from __future__ import annotations
@@ -122,8 +122,6 @@ class RunWorkspace:
         self._tmp_fd = -1
         self._before: dict[tuple[str, ...], _artifacts.Signature] = {}
         self._quota: Quota | None = None
-        self._left_empty = False
-        """`collect` found both parts of a run directory empty: it can serve another run."""
 
     @property
     def directory(self) -> Path:
@@ -169,10 +167,7 @@ class RunWorkspace:
                 name, why = "/".join(parts), exc.strerror or exc
                 raise InputError(f"files: cannot write {name!r} into the workspace ({why}; a symlink "
                                  "or a file where a directory should be is never followed)") from None  # fmt: skip
-        watcher = None if self.in_place is not None else self.run_dir.watcher  # it watched the run dir only
-        self.run_dir.watcher = None
-        self._quota = Quota([self._root_fd, self._tmp_fd], self.limits.workspace_bytes, self.limits.workspace_files,
-                            watcher=watcher)  # fmt: skip
+        self._quota = Quota([self._root_fd, self._tmp_fd], self.limits.workspace_bytes, self.limits.workspace_files)
         reason = self._quota.start()
         if reason is None:
             usage = _artifacts.survey(self._root_fd, self.limits.workspace_files)
@@ -200,7 +195,6 @@ class RunWorkspace:
         """
         usage = _artifacts.survey(self._root_fd, self.limits.workspace_files)
         tmp = _artifacts.survey(self._tmp_fd, self.limits.workspace_files)
-        self._left_empty = self.in_place is None and usage.entries == 0 and tmp.entries == 0
         reason: StopReason | None = None
         if usage.over_cap or usage.entries + tmp.entries > self.limits.workspace_files:
             reason = "workspace_files"
@@ -216,24 +210,17 @@ class RunWorkspace:
         return None, found, usage.symlinks
 
     def release(self) -> None:
-        """Closes descriptors and hands the run directory (and the quota's slow close) to the reaper. Idempotent."""
+        """Closes descriptors and hands the run directory (and the quota's watches) to the reaper. Idempotent.
+
+        The directory is removed, never used again: even empty, its metadata would reach the next run.
+        """
         quota, self._quota = self._quota, None
         for fd in (self._root_fd, self._tmp_fd):
             if fd >= 0:
                 os.close(fd)
         self._root_fd = self._tmp_fd = -1
         run_dir, self.run_dir = self.run_dir, None
-        if run_dir is not None and self._left_empty:  # the guest is gone and left nothing: use it again
-            run_dir.watcher = quota.detach() if quota is not None else None
-            self.pool.give_back(run_dir)
-        elif run_dir is not None:
-            unused, run_dir.watcher = run_dir.watcher, None  # still attached if prepare() failed early
-
-            def close() -> None:
-                for closable in (quota, unused):
-                    if closable is not None:
-                        closable.close()
-
-            self.pool.release(run_dir, close)
+        if run_dir is not None:
+            self.pool.release(run_dir, quota.close if quota is not None else None)
         elif quota is not None:
             quota.close()
