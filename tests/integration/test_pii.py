@@ -54,8 +54,8 @@ def test_tokenize_hides_values_from_the_model_and_restores_them_for_tools(tmp_pa
     text = json.dumps(result)
     assert EMAIL not in text and "4111" not in text  # result, logs, trace, errors: nothing the model sees
     data = result["result"]["data"]  # type: ignore[index]
-    assert data["seen"] == ["mail <EMAIL_1>", "card <CARD_1>"]
-    assert data["token"] == "<EMAIL_1>"
+    tag = data["token"][-7:-1]
+    assert data["seen"] == [f"mail <EMAIL_1_{tag}>", f"card <CARD_1_{tag}>"]
     copy = next(entity for entity in stored if entity.get("name") == "Copy")
     assert copy["observations"] == [f"to {EMAIL}"]  # the tool got the real address back
 
@@ -79,7 +79,8 @@ def test_the_policy_file_turns_it_on(tmp_path: Path, mode: str) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"pii": mode}))
     result, _ = _run(tmp_path, "--policy", str(policy))
-    assert result["result"]["data"]["seen"] == ["mail <EMAIL_1>", "card <CARD_1>"]  # type: ignore[index]
+    seen = result["result"]["data"]["seen"]  # type: ignore[index]
+    assert seen[0].startswith("mail <EMAIL_1_") and seen[1].startswith("card <CARD_1_"), seen
 
 
 def test_a_bad_mode_in_the_policy_is_a_clear_error(tmp_path: Path) -> None:
@@ -127,8 +128,65 @@ result = (await memory.read_graph())["entities"][0]["observations"][0]
                 return one, two.structured_content, other.structured_content
 
     one, two, other = anyio.run(main)
-    assert one["result"]["data"] == "<EMAIL_1>"  # type: ignore[index]
-    assert two["result"]["ok"] and other["result"]["ok"], (two, other)  # type: ignore[index]
+    token = one["result"]["data"]  # type: ignore[index]
+    assert token.startswith("<EMAIL_1_")
+    assert two["result"]["ok"], two  # type: ignore[index]
+    # A run outside the session does not know the token: the call is refused, naming it, never sent as text.
+    assert not other["result"]["ok"] and token in other["result"]["error"]["message"], other  # type: ignore[index]
     notes = {e["name"]: e["observations"] for e in map(json.loads, store.read_text().splitlines()) if "name" in e}
     assert notes["Copy"] == [EMAIL]  # the session's second run restored the first run's token
-    assert notes["Other"] == ["<EMAIL_1>"]  # a run outside the session has no such token: it stays as written
+    assert "Other" not in notes
+
+
+ECHO = """
+import json
+import servers.awkward_names as aw
+result = json.loads(await aw.echo_args(to={to}))["to"]
+"""
+
+
+def test_a_sessions_tokens_keep_their_meaning_while_it_is_used_and_die_with_it(tmp_path: Path) -> None:
+    import time
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    from tests.integration.conftest import SERVERS
+
+    config = {"mcpServers": {"awkward-names": {"command": sys.executable, "args": [str(SERVERS / "awkward.py")]}}}
+    (tmp_path / "mcp.json").write_text(json.dumps(config))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "wasmexec", "serve", "--config", str(tmp_path / "mcp.json"), "--no-audit", "--pii", "tokenize",
+              "--session-ttl", "3"],
+        env=child_env(XDG_STATE_HOME=str(tmp_path / "state")),
+    )  # fmt: skip
+
+    async def run(client: Client, to: str, **arguments: object) -> dict[str, object]:
+        reply = await client.call_tool("run_python", {"code": ECHO.format(to=to), **arguments})
+        assert reply.structured_content is not None, reply
+        return reply.structured_content
+
+    async def main() -> tuple[str, list[str], str, dict[str, object], dict[str, object]]:
+        with anyio.fail_after(120):
+            async with Client(params, mode="auto") as client:
+                first = await run(client, "'alice' + '@example.com'", session=True)
+                session, alice = first["session_id"], first["result"]["data"]  # type: ignore[index]
+                started, seen = time.monotonic(), []
+                while time.monotonic() - started < 4.5:  # used all along, for longer than the TTL
+                    again = await run(client, repr(alice), session_id=session)
+                    seen.append(again["result"]["data"])  # type: ignore[index]
+                bob = (await run(client, "'bob' + '@example.com'", session_id=session))["result"]["data"]  # type: ignore[index]
+                directory = tmp_path / "state" / "wasmexec" / "sessions" / str(session)
+                while directory.exists():  # now unused, it expires: polled (the reaper removes it)
+                    await anyio.sleep(0.2)
+                fresh = await run(client, repr(alice), session=True)
+                other = await run(client, repr(alice))
+                return alice, seen, bob, fresh, other
+
+    alice, seen, bob, fresh, other = anyio.run(main)
+    assert alice.startswith("<EMAIL_1_") and set(seen) == {alice}  # restored and scrubbed back to the same token
+    assert bob.startswith("<EMAIL_2_") and bob != alice  # never a token already given
+    for refused in (fresh, other):  # an ended session's token is refused, never resolved to a new value
+        error = refused["result"]["error"]["message"]  # type: ignore[index]
+        assert not refused["result"]["ok"] and alice in error and "ended" in error, refused  # type: ignore[index]

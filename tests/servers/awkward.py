@@ -15,6 +15,8 @@ Exercises, for whatever turns MCP tools into Python callables:
 * `image_result`: one image block, a small PNG in base64 (`image/png`).
 * `two_texts`: two text blocks in one result.
 * `echo_args`: the arguments back as JSON text (`sort_keys`), accepting any object.
+* `reformat`: its `text` back in the forms a tool may give an input back in: upper and lower case,
+  URL-encoded, JSON with every character escaped, and cut into 5-character pieces.
 
 Built on the lowlevel `Server`, so every schema goes on the wire exactly as written here. Like every
 lowlevel server it does NOT validate arguments against the inputSchema: checking them is the caller's
@@ -29,6 +31,7 @@ from __future__ import annotations
 import base64
 import json
 import struct
+import urllib.parse
 import zlib
 from typing import Any
 
@@ -215,6 +218,11 @@ FEATURE_TOOLS: list[Tool] = [
         description="Returns its arguments as JSON text.",
         input_schema={"type": "object", "additionalProperties": True},
     ),
+    Tool(
+        name="reformat",
+        description="Returns `text` in upper and lower case, URL-encoded, JSON-escaped, and in 5-character pieces.",
+        input_schema={"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+    ),
 ]
 
 TOOLS: list[Tool] = NAME_TOOLS + FEATURE_TOOLS
@@ -251,6 +259,12 @@ async def call_tool(ctx: ServerRequestContext, params: CallToolRequestParams) ->
         return CallToolResult(content=[_text(str(args.get("message", "it broke")))], is_error=True)
     if name == "image_result":
         return CallToolResult(content=[ImageContent(type="image", data=PNG_BASE64, mime_type="image/png")])
+    if name == "reformat":
+        text = str(args.get("text", ""))
+        out = {"upper": text.upper(), "lower": text.lower(), "url": urllib.parse.quote(text, safe=""),
+               "escaped": "".join(f"\\u{ord(char):04x}" for char in text),
+               "pieces": [text[start:start + 5] for start in range(0, len(text), 5)]}  # fmt: skip
+        return CallToolResult(content=[_text(_json(out))], structured_content=out)
     if name == "two_texts":
         return CallToolResult(content=[_text("first block"), _text("second block")])
     raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")

@@ -49,6 +49,7 @@ AWKWARD_NAMES = {
     "image_result",
     "two_texts",
     "echo_args",
+    "reformat",
 }
 
 

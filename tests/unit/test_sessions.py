@@ -199,3 +199,30 @@ def test_the_reaper_removes_an_expired_session_without_any_call(tmp_path: Path) 
         assert not directory.exists() and len(store) == 0
     finally:
         store.close()
+
+
+def test_what_the_server_keeps_with_a_session_lives_while_it_is_used_and_ends_with_it(tmp_path: Path) -> None:
+    now = [0.0]
+    store = SessionStore(tmp_path / "sessions", ttl_s=3, timer=lambda: now[0])
+    session = store.create("me")
+    session.vault = vault = object()
+    store.finish(session, None, keep=False)
+    for _ in range(5):  # a use every second, for longer than the TTL: the same session, the same vault
+        now[0] += 1
+        again = store.acquire(session.id, "me")
+        assert again is session and again.vault is vault
+        store.finish(again, None, keep=False)
+    now[0] += 3.5
+    with pytest.raises(UnknownSession):
+        store.acquire(session.id, "me")
+    assert store.create("me").vault is None
+
+
+def test_ending_a_session_is_idempotent_and_frees_it_at_once(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "sessions", max_sessions=1)
+    session = store.create("me")
+    store.finish(session, None, keep=False)
+    assert not store.end(session.id, "other")  # another caller's looks unknown, and stays
+    assert store.end(session.id, "me") and not session.directory.exists() and len(store) == 0
+    assert not store.end(session.id, "me")
+    store.create("me")  # the slot is free

@@ -21,10 +21,12 @@ from wasmexec._envelope import (
     Artifact,
     Diagnostic,
     ErrorInfo,
+    Failure,
     LimitName,
     LogEntry,
     Metrics,
     RunResult,
+    Success,
     valid_strings,
     valid_text,
 )
@@ -139,17 +141,33 @@ def failure_result(
     """A failed run's result made by the host alone (no guest report, no logs): the one place it is shaped."""
     metrics: Metrics = {"duration_ms": duration_ms, "fuel_used": None, "memory_peak_bytes": None,
                         "tool_calls": tool_calls}  # fmt: skip
+    return _host_result({"ok": False, "error": error, "metrics": metrics}, diagnostic, run_id, trace_id,
+                        input_digest, image, duration_ms, approval_state)  # fmt: skip
+
+
+def notice_result(diagnostic: Diagnostic, *, run_id: str, trace_id: str) -> RunResult:
+    """The result of a call the host answered without running code (data null), saying why in `diagnostic`."""
+    metrics: Metrics = {"duration_ms": 0.0, "fuel_used": None, "memory_peak_bytes": None, "tool_calls": 0}
+    return _host_result({"ok": True, "data": None, "metrics": metrics}, diagnostic, run_id, trace_id, "", "", 0.0,
+                        "NOT_REQUIRED")  # fmt: skip
+
+
+def _host_result(
+    outcome: Success | Failure, diagnostic: Diagnostic, run_id: str, trace_id: str, input_digest: str, image: str,
+    duration_ms: float, approval_state: ApprovalState,
+) -> RunResult:  # fmt: skip
+    shown: dict[str, Any] = {"data": None, "ok": True} if outcome["ok"] else {"error": outcome["error"], "ok": False}
     return {
         "run_id": run_id,
         "trace_id": trace_id,
         "tool_name": TOOL_NAME,
         "tool_version": __version__,
         "input_digest": input_digest,
-        "output_digest": _digest({"error": error, "ok": False}),
+        "output_digest": _digest(shown),
         "sandbox_image": image,
         "duration_ms": duration_ms,
         "approval_state": approval_state,
-        "result": {"ok": False, "error": error, "metrics": metrics},
+        "result": outcome,
         "logs": [],
         "diagnostics": [diagnostic],
         "tool_trace": [],

@@ -88,8 +88,8 @@ _INTRO = {
 _FILES = """\
 Files: the code runs in /workspace; `files` puts inputs there; files it writes come back as artifacts \
 (result.artifacts, MCP resources). `session: true` keeps /workspace for later calls that pass the \
-returned session_id (files persist, variables do not); /workspace/skills/*.py and /skills/*.py import \
-as skills.<name>."""
+returned session_id (files persist, variables do not); `end_session: true` ends it after the code (empty \
+code: at once). /workspace/skills/*.py and /skills/*.py import as skills.<name>."""
 _NO_FILES = "Files: none in this profile (no /workspace, `files` or sessions)."
 
 _DESCRIPTION = """\
@@ -180,6 +180,8 @@ def _input_schema(ceilings: Limits) -> dict[str, Any]:
             # A plain string (never nullable): 2026-era clients drop a tool whose x-mcp-header property is not.
             "session_id": {"type": "string", "maxLength": MAX_SESSION_ID_CHARS, "x-mcp-header": SESSION_ID_HEADER,
                            "description": "Run in this session's /workspace."},
+            "end_session": {"type": "boolean", "description": "End the session (session_id) after this call's "
+                            "code; with empty code, at once. Ending an ended session is no error."},
         },
         "required": ["code"],
         "additionalProperties": False,

@@ -57,6 +57,8 @@ class Job:
     files: dict[str, bytes] = field(default_factory=dict)
     new_session: bool = False
     session_id: str | None = None
+    end_session: bool = False
+    """End the session after this run (its files, PII tokens and slot go)."""
     profile: str = "default"
     """The guest image to run in (one the server offers)."""
 
@@ -69,6 +71,19 @@ class SessionRun:
     session: Session
     pii_vault: PiiVault | None = None
     """The session's PII tokens (in memory only): a token seen in one run works in the next."""
+    end: bool = False
+    """The session ends with this run (`end_session`)."""
+
+
+def session_ended(ended: bool) -> Diagnostic:
+    """What a result says of the session that `end_session` asked to end."""
+    message = (
+        "The session has ended: its files and PII tokens are gone."
+        if ended
+        else "The session was already ended (or expired, or is not this client's): nothing to end, and no code ran."
+    )
+    return {"severity": "info", "code": "SESSION_ENDED", "message": message,
+            "hint": "session: true starts a new one."}  # fmt: skip
 
 
 class ServerRun:
@@ -135,10 +150,13 @@ class ServerRun:
         """Keeps the run's files in the session if the guest finished, else keeps the session as it was."""
         finished = not isinstance(result, BaseException) and guest_finished(result)
         try:
-            warning = run.store.finish(run.session, workspace, keep=finished)
+            warning = run.store.finish(run.session, workspace, keep=finished, end=run.end)
         except OSError as exc:
             warning = f"the files of this run could not be kept in the session: {exc.strerror or exc}"
         if isinstance(result, BaseException):
+            return result
+        if run.end:
+            result["diagnostics"].append(session_ended(True))
             return result
         result["session_id"] = run.session.id
         notes: list[Diagnostic] = []

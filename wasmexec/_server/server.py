@@ -26,7 +26,7 @@ one definition of what a call may send), so a call can lower a limit, never rais
 from __future__ import annotations
 
 import json
-import threading
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +35,6 @@ from typing import Any
 import anyio
 import anyio.from_thread
 import anyio.to_thread
-from cachetools import TTLCache
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
 from mcp.types import (
@@ -61,6 +60,7 @@ from mcp.types import (
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._profiles import Profile, profile_of
+from wasmexec._sandbox.result import notice_result
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
 from wasmexec._server import sampling
 from wasmexec._server.admission import DEFAULT_MAX_QUEUED_RUNS, Admission, busy_result
@@ -68,7 +68,7 @@ from wasmexec._server.callers import caller_key
 from wasmexec._server.description import description, input_schema
 from wasmexec._server.inputs import FilesError, decode_files
 from wasmexec._server.resources import ArtifactResources
-from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, SessionRun
+from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, SessionRun, session_ended
 from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._toolhost import internal_error
 from wasmexec._tools.broker import Broker
@@ -80,6 +80,7 @@ from wasmexec._workspace.sessions import (
     DEFAULT_MAX_SESSION_BYTES,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_TTL_S,
+    Session,
     SessionError,
     SessionStore,
     UnknownSession,
@@ -174,9 +175,6 @@ class RunPythonServer:
         self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
         self.log_levels = LogLevels()
         self.resources = ArtifactResources(self.sandbox.artifacts)
-        # A session's PII tokens live as long as the session may (its idle TTL), in memory only.
-        self._vaults: TTLCache[str, PiiVault] = TTLCache(max(1, self.options.max_sessions), self.options.session_ttl_s)
-        self._vaults_lock = threading.Lock()
         options = self.options
         self.sessions: SessionStore | None = None
         if options.sessions_dir is not None:
@@ -243,6 +241,8 @@ class RunPythonServer:
                 run.answer(_approved(responses))
             return await self._drive(ctx, run)
         job = self.arguments(params.arguments or {})
+        if job.end_session and not job.code.strip():
+            return await anyio.to_thread.run_sync(self._end_without_run, job, caller)
         ticket = self.admission.admit()
         if ticket is None:
             return busy_result(self.admission)
@@ -251,6 +251,8 @@ class RunPythonServer:
             try:  # on a worker thread: reserving may first remove expired sessions' files
                 session = await anyio.to_thread.run_sync(self._session, job, caller)
             except UnknownSession as exc:
+                if job.end_session:  # ending is idempotent; the code needed the session's files, so it is not run
+                    return _ended_result(False)
                 raise MCPError(INVALID_PARAMS, f"run_python: {exc}") from None
             except SessionError as exc:  # busy, or the server's caps: the call may work later
                 return CallToolResult(content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True)
@@ -288,12 +290,15 @@ class RunPythonServer:
         if (files or session_id is not None or arguments.get("session")) and not self.sandboxes[profile].workspaces:
             raise MCPError(INVALID_PARAMS, f"run_python: the {profile} profile has no /workspace on this server: "
                            "`files` and sessions need one")  # fmt: skip
+        if arguments.get("end_session") and session_id is None:
+            raise MCPError(INVALID_PARAMS, "run_python: 'end_session' needs the 'session_id' of the session to end")
         if session_id is not None and arguments.get("session") is False:
             raise MCPError(INVALID_PARAMS, "run_python: 'session' is false but a 'session_id' is given")
         if (session_id is not None or arguments.get("session")) and self.sessions is None:
             raise MCPError(INVALID_PARAMS, "run_python: sessions are turned off on this server")
         return Job(arguments["code"], limits, list(arguments.get("servers", [])), files,
-                   new_session=arguments.get("session") is True, session_id=session_id, profile=profile)  # fmt: skip
+                   new_session=arguments.get("session") is True, session_id=session_id,
+                   end_session=arguments.get("end_session") is True, profile=profile)  # fmt: skip
 
     def _session(self, job: Job, caller: str | None) -> SessionRun | None:
         """The session the run works in, reserved for it (None: a fresh workspace)."""
@@ -301,17 +306,24 @@ class RunPythonServer:
         if store is None or (job.session_id is None and not job.new_session):
             return None
         session = store.acquire(job.session_id, caller) if job.session_id is not None else store.create(caller)
-        return SessionRun(store, session, self._pii_vault(session.id))
+        return SessionRun(store, session, self._pii_vault(session), end=job.end_session)
 
-    def _pii_vault(self, session_id: str) -> PiiVault | None:
-        """The session's PII vault, kept in memory while the session may be used (never on disk)."""
+    def _pii_vault(self, session: Session) -> PiiVault | None:
+        """The session's PII vault: kept with the session (reserved for this run), so it ends when the session does."""
         if self.broker is None or self.broker.pii == "off":
             return None
-        with self._vaults_lock:
-            vault = self._vaults.get(session_id)
-            if vault is None:
-                vault = self._vaults[session_id] = PiiVault(self.broker.pii)
-            return vault
+        if not isinstance(session.vault, PiiVault):
+            session.vault = PiiVault(self.broker.pii)
+        return session.vault
+
+    def _end_without_run(self, job: Job, caller: str | None) -> CallToolResult:
+        """`end_session` with no code: the session ends at once (idempotent: an unknown one is no error)."""
+        assert self.sessions is not None and job.session_id is not None  # checked in `arguments`
+        try:
+            ended = self.sessions.end(job.session_id, caller)
+        except SessionError as exc:  # busy: retry when its run has returned
+            return CallToolResult(content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True)
+        return _ended_result(ended)
 
     def _explain(self, error: dict[str, str], arguments: dict[str, Any]) -> str:
         name = error["pointer"][1:].split("/", 1)[0]
@@ -410,6 +422,12 @@ class RunPythonServer:
         except Exception:
             return False
         return _approved({"approval": answer})
+
+
+def _ended_result(ended: bool) -> CallToolResult:
+    """The answer to `end_session` when no code ran: whether this call ended the session."""
+    result = notice_result(session_ended(ended), run_id=uuid.uuid4().hex, trace_id=uuid.uuid4().hex)
+    return CallToolResult(content=[TextContent(type="text", text=render_text(result))], structured_content=dict(result))
 
 
 #: What the user is asked: one boolean, so every client can render it.

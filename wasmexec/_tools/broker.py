@@ -50,7 +50,7 @@ from wasmexec._tools import approval, mcp_errors, resources
 from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
 from wasmexec._tools.config import Config, with_server_policy
 from wasmexec._tools.naming import export_names, module_names
-from wasmexec._tools.pii import PiiMode, PiiVault
+from wasmexec._tools.pii import Given, PiiMode, PiiVault
 from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
 from wasmexec._tools.pool import MAX_LIST_PAGES, ClientFactory, Listing, Pool, ServerUnavailable
 from wasmexec._tools.schema_cache import SchemaCache, cache_key, warn_runtime
@@ -317,16 +317,18 @@ class Broker:
         self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
     ) -> None:
         entry: ToolEntry | None = None
+        given = Given({})
         try:
-            arguments = self._vault(run).restore(arguments)  # tokens the code got back become real values
+            # Tokens the code got back become real values; everything this call returns is scrubbed of them.
+            arguments, given = self._vault(run).restore(arguments)
             catalog = self.catalog_for(run)
             if kind in resources.OPERATIONS:
                 entry = resources.entry(catalog.server_id(server_id), kind)
             else:
                 entry = catalog.tool(server_id, tool_name)
-            decision = self._admit(run, entry, catalog.module_names[entry.server_id], arguments)
+            decision = self._admit(run, entry, catalog.module_names[entry.server_id], arguments, given)
         except Exception as exc:
-            error = self._scrubbed(run, exc if isinstance(exc, HostCallError) else internal_error(exc))
+            error = self._scrubbed(run, exc if isinstance(exc, HostCallError) else internal_error(exc), given)
             names = (entry.server_id, entry.tool_name) if entry is not None else (server_id, tool_name)
             run.calls.refused(handle, *names, f"{error.kind}: {error.message}")
             self._audit(run, *names, arguments, outcome=error.kind, approval="not_asked")
@@ -334,12 +336,12 @@ class Broker:
         if run.progress is not None:
             run.progress(f"calling {entry.server_id}.{entry.tool_name}")
         run.calls.open(handle, entry.server_id, entry.tool_name)
-        call = _Call(run, handle, entry, arguments, kind)
+        call = _Call(run, handle, entry, arguments, given, kind)
         future: Future[str] = self.portal.start_task_soon(self._call, call, decision)
         run.track(future)
         future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
 
-    def _admit(self, run: RunState, entry: ToolEntry, module: str, arguments: Any) -> Decision:
+    def _admit(self, run: RunState, entry: ToolEntry, module: str, arguments: Any, given: Given) -> Decision:
         """The checks before a call starts: its shape, the policy's cap and globs, the schema."""
         if not isinstance(arguments, dict):
             raise HostCallError("invalid-argument", f"arguments to {entry.export_name} must be a JSON object")
@@ -351,7 +353,7 @@ class Broker:
         if decision == "deny":
             raise HostCallError("denied", f"{entry.server_id}.{entry.tool_name} is not allowed by the host's policy",
                                 "This tool cannot be used here; the host's policy (--policy) decides.")  # fmt: skip
-        validate_arguments(entry, arguments)
+        validate_arguments(entry, arguments, given.shown)  # the received values it quotes are cut: hide first
         return decision
 
     def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
@@ -376,7 +378,7 @@ class Broker:
                 result = await self.pool.call_tool(call.entry.server_id, call.entry.tool_name, call.arguments,
                                                    call.run.remaining())  # fmt: skip
                 answer = self._answer(call, result)
-            answer = self._vault(call.run).scrub(answer)  # the code never sees the PII (resources included)
+            answer = self._vault(call.run).scrub(answer, call.given)  # the code never sees PII (resources too)
             text = encode_payload(answer, f"the result of {call.entry.tool_name}")
             if call.shape is not None:  # written beside the answer, not before it (the file lock may wait)
                 self._store_shape(call.entry, call.shape)
@@ -384,7 +386,8 @@ class Broker:
             self._end(call, cancelled=True)
             raise
         except Exception as exc:
-            error = self._scrubbed(call.run, mcp_errors.to_host_error(exc, call.entry.server_id, call.entry.tool_name))
+            error = mcp_errors.to_host_error(exc, call.entry.server_id, call.entry.tool_name, call.given.shown)
+            error = self._scrubbed(call.run, error, call.given)
             if mcp_errors.schema_disagreement(error):
                 self._forget(call.entry.server_id)  # the next run lists its tools again
             self._end(call, error=error, cancelled=isinstance(exc, mcp_errors.DeadlineReached))
@@ -413,7 +416,7 @@ class Broker:
         if result.is_error:
             if raw:
                 return whole(result)
-            raise mcp_errors.tool_error(result)
+            raise mcp_errors.tool_error(result, call.given.shown)
         value = unwrap(result)
         if "outputSchema" not in call.entry.tool:
             call.shape = self.observed.update(self._key(call.entry.server_id), call.entry.tool_name,
@@ -427,11 +430,11 @@ class Broker:
         vault: PiiVault = run.pii_vault
         return vault
 
-    def _scrubbed(self, run: RunState, error: HostCallError) -> HostCallError:
+    def _scrubbed(self, run: RunState, error: HostCallError, given: Given) -> HostCallError:
         """`error` without PII: a tool's error text, or a schema error's received values, may quote it."""
         vault = self._vault(run)
         if vault.active:
-            error.message, error.hint, error.detail = vault.scrub([error.message, error.hint, error.detail])
+            error.message, error.hint, error.detail = vault.scrub([error.message, error.hint, error.detail], given)
         return error
 
     async def _wait_for_rate(self, run: RunState, entry: ToolEntry) -> None:
@@ -471,6 +474,8 @@ class _Call:
     handle: int
     entry: ToolEntry
     arguments: dict[str, Any]
+    given: Given
+    """The real values put in place of tokens in `arguments`: what the call returns is scrubbed of them."""
     kind: CallKind = "tool"
     """What was asked: a tool's result unwrapped or whole ("tool-raw"), or a resource operation."""
     shape: dict[str, Any] | None = None

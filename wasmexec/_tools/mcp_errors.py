@@ -18,12 +18,15 @@ every failure of a call to `to_host_error`, which picks the `HostCallError` kind
     anything else (a bug on the host)                                      internal
 
 Retryable errors say so in their hint and carry ``retryable: true`` in their detail
-(the WIT ``host-error`` has no field for it).
+(the WIT ``host-error`` has no field for it). Texts from the server are cut to a size with
+a `Show` function, which the broker passes so that a PII value the call was given is hidden
+before the cut, not left half visible at it (`wasmexec._tools.pii.Given.shown`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from wasmexec._toolhost import HostCallError, internal_error
@@ -38,6 +41,8 @@ _SSE_TOO_LARGE = re.compile(r"Server-sent event exceeded the \d+ byte limit")
 _AUTH = re.compile(r"\b401\b|Unauthorized|HTTP 403\b")
 #: An error text is read by a model: enough for any real message, never megabytes.
 MAX_ERROR_TEXT = 8_000
+#: Cuts a server's text to at most the given number of characters (hiding what must not be left at the cut).
+Show = Callable[[str, int], str]
 _RETRY_HINT = "Retry in a moment; the server may be starting, busy or restarting."
 _LESS_HINT = "Ask for less (filter, paginate, lower detail)."
 
@@ -86,11 +91,16 @@ def _is_auth(error: BaseException | None) -> bool:
     return False
 
 
+def cut(text: str, limit: int) -> str:
+    """The plain `Show`: `text` cut to `limit` characters."""
+    return text[:limit]
+
+
 def _retryable(message: str, hint: str = _RETRY_HINT) -> HostCallError:
     return HostCallError("unavailable", message, hint, retryable=True)
 
 
-def to_host_error(error: BaseException, server_id: str, tool_name: str) -> HostCallError:
+def to_host_error(error: BaseException, server_id: str, tool_name: str, show: Show = cut) -> HostCallError:
     """The guest-visible error for a failed call of `tool_name` on `server_id` (see the table above)."""
     from mcp import MCPError
     from mcp_types import CONNECTION_CLOSED, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
@@ -107,13 +117,18 @@ def to_host_error(error: BaseException, server_id: str, tool_name: str) -> HostC
     if _is_auth(error):
         return HostCallError(
             "authentication",
-            f"{server_id}: {error}"[:500],
+            show(f"{server_id}: {error}", 500),
             "The server rejected the credentials configured on the host (its env or headers).",
         )
     if isinstance(error, ServerUnavailable):
-        return HostCallError("unavailable", str(error), error.hint, **({"retryable": True} if error.retryable else {}))
+        return HostCallError(
+            "unavailable",
+            show(str(error), MAX_ERROR_TEXT),
+            error.hint,
+            **({"retryable": True} if error.retryable else {}),
+        )
     if isinstance(error, MCPError):
-        return _from_mcp_error(error, server_id, tool_name, CONNECTION_CLOSED, REQUEST_TIMEOUT, INVALID_PARAMS,
+        return _from_mcp_error(error, server_id, tool_name, show, CONNECTION_CLOSED, REQUEST_TIMEOUT, INVALID_PARAMS,
                                METHOD_NOT_FOUND)  # fmt: skip
     if isinstance(error, ValidationError):
         return HostCallError("tool-error", f"{server_id} sent a reply that breaks the MCP protocol: "
@@ -122,10 +137,10 @@ def to_host_error(error: BaseException, server_id: str, tool_name: str) -> HostC
     return internal_error(error)
 
 
-def _from_mcp_error(error: BaseException, server_id: str, tool_name: str, *codes: int) -> HostCallError:
+def _from_mcp_error(error: BaseException, server_id: str, tool_name: str, show: Show, *codes: int) -> HostCallError:
     closed, timeout, invalid, missing = codes
     code = getattr(error, "code", None)
-    message = str(getattr(error, "message", "") or error)[:500]
+    message = show(str(getattr(error, "message", "") or error), 500)
     if code in (closed, timeout):
         return _retryable(f"server {server_id!r} failed while calling {tool_name!r}: {message}")
     if code == invalid:  # the arguments passed our check of its schema: the schema we have may be stale
@@ -148,12 +163,12 @@ def schema_disagreement(error: HostCallError) -> bool:
     return error.kind == "invalid-argument" and error.detail.get("code") == INVALID_PARAMS
 
 
-def tool_error(result: CallToolResult) -> HostCallError:
+def tool_error(result: CallToolResult, show: Show = cut) -> HostCallError:
     """The error of a result with ``isError``: the server's own text."""
     from mcp.types import TextContent
 
     text = "\n".join(block.text for block in result.content if isinstance(block, TextContent))
     if len(text) > MAX_ERROR_TEXT:
-        text = text[:MAX_ERROR_TEXT] + f"… [{len(text)} characters]"
+        text = show(text, MAX_ERROR_TEXT) + f"… [{len(text)} characters]"
     return HostCallError("tool-error", text or "the tool reported an error",
                          "The server reported an error; read the message.")  # fmt: skip

@@ -8,6 +8,20 @@ one session), and tokens the code passes back into tool arguments are replaced b
 values on the host, so an agent can act on data it never saw. With ``redact`` values become
 ``<EMAIL>`` and there is no way back. Vaults live in memory only: never written to disk.
 
+Tokens name their vault (``<EMAIL_1_k7q2mx>``: kind, number, the vault's random tag), so a
+token is never resolved by a vault that did not issue it: restoring one this vault does not
+know (another run's, an ended session's, or made up) fails the call, naming the token, and
+a number is never issued twice within a vault. A session's vault lives with its session.
+
+Exact values: `restore` reports the values it put into a call (`Given`), and everything that
+call returns is scrubbed of them before the pattern pass, so text glued to a value (which
+defeats the patterns' boundaries) cannot hide it. What counts as the value is in `Given`:
+any case, URL and JSON escapes, separators in numbers, one string or consecutive strings
+(pieces in document order). Not recognised: other encodings (base64, HTML entities),
+reordered pieces, numbers as JSON numbers, anything a tool derives from its input; the
+pattern pass still sees whatever looks like PII. Texts cut to a size for showing (schema
+errors, error messages) are scrubbed before the cut (`Given.shown`).
+
 Detection is conservative (it favours missing an odd format over mangling ordinary
 numbers): phone numbers need a leading ``+`` and 8-15 digits, or the North American
 ``(555) 123-4567`` / ``555-123-4567`` shapes.
@@ -15,11 +29,15 @@ numbers): phone numbers need a leading ``+`` and 8-15 digits, or the North Ameri
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
+import secrets
 import threading
 from collections.abc import Callable
 from typing import Any, Literal
+
+from wasmexec._toolhost import HostCallError
 
 PiiMode = Literal["off", "tokenize", "redact"]
 PII_MODES: tuple[PiiMode, ...] = ("off", "tokenize", "redact")
@@ -40,7 +58,16 @@ _PHONE = (
 _KINDS: tuple[tuple[str, str], ...] = (
     ("EMAIL", _EMAIL), ("IBAN", _IBAN), ("CARD", _CARD), ("SSN", _SSN), ("PHONE", _PHONE),
 )  # fmt: skip
-_TOKEN = re.compile(r"<(EMAIL|PHONE|CARD|IBAN|SSN)_(\d{1,9})>")
+#: A token names its vault: `TAG_CHARS` random characters of `_TAG_ALPHABET` (no 0/o, 1/l), 2**30 tags,
+#: so a token from an ended vault matches a later vault's tag about once in a billion.
+TAG_CHARS = 6
+_TAG_ALPHABET = "abcdefghijkmnpqrstuvwxyz23456789"
+_TOKEN = re.compile(r"<(EMAIL|PHONE|CARD|IBAN|SSN)_(\d{1,9})_([a-z2-9]{6})>")
+#: Distinct tokens one call's arguments may hold: each is searched for in everything the call returns.
+MAX_TOKENS_PER_CALL = 100
+#: The longest text a value can take in any form `Given` finds (a 600-character e-mail address, every
+#: character a 6-character escape): text cut for showing is searched this much past the cut.
+MAX_FORM_CHARS = 4096
 
 
 @functools.cache
@@ -84,10 +111,12 @@ def _genuine(kind: str, text: str) -> bool:
 class PiiVault:
     """One run's (or session's) tokens: scrubs tool results and restores tool arguments. Thread-safe."""
 
-    def __init__(self, mode: PiiMode) -> None:
+    def __init__(self, mode: PiiMode, *, tag: str | None = None) -> None:
+        """`tag` names the vault in its tokens (a fresh random one by default; tests pass their own)."""
         if mode not in PII_MODES:
             raise ValueError(f"PII mode must be one of {', '.join(PII_MODES)}, not {mode!r}")
         self.mode = mode
+        self.tag = tag if tag is not None else "".join(secrets.choice(_TAG_ALPHABET) for _ in range(TAG_CHARS))
         self._lock = threading.Lock()
         self._tokens: dict[tuple[str, str], str] = {}
         self._values: dict[str, str] = {}
@@ -99,17 +128,29 @@ class PiiVault:
     def active(self) -> bool:
         return self.mode != "off"
 
-    def scrub(self, value: Any) -> Any:
-        """`value` (JSON data) with every PII value in its strings, keys included, replaced."""
+    def scrub(self, value: Any, given: Given | None = None) -> Any:
+        """`value` (JSON data) with every PII value in its strings, keys included, replaced.
+
+        `given` (what `restore` put into the call that returned `value`) is taken out first, in
+        every form `Given.hide` knows; then the patterns find the rest."""
         if not self.active:
             return value
+        if given is not None and given:
+            value = given.hide(value)
         return _map_strings(value, self._scrub_text)
 
-    def restore(self, value: Any) -> Any:
-        """`value` (tool arguments) with this vault's tokens replaced by their real values."""
+    def restore(self, value: Any) -> tuple[Any, Given]:
+        """`value` (tool arguments) with this vault's tokens replaced by their real values, and those values.
+
+        Raises:
+            HostCallError: ``invalid-argument`` for a token this vault never issued (another run's or
+                session's, an ended session's, or made up): it is refused, never passed on as text.
+        """
         if self.mode != "tokenize":
-            return value
-        return _map_strings(value, self._restore_text)
+            return value, Given({})
+        used: dict[str, str] = {}
+        restored = _map_strings(value, functools.partial(self._restore_text, used))
+        return restored, Given(used)
 
     def _scrub_text(self, text: str) -> str:
         if not any(char in text for char in "@+-(0123456789") or len(text) < 6:
@@ -131,16 +172,192 @@ class PiiVault:
                 if len(self._values) >= MAX_VAULT_VALUES:
                     return f"<{kind}>"
                 self._counts[kind] = self._counts.get(kind, 0) + 1
-                token = f"<{kind}_{self._counts[kind]}>"
+                token = f"<{kind}_{self._counts[kind]}_{self.tag}>"
                 self._tokens[key] = token
                 self._values[token] = found
             return token
 
-    def _restore_text(self, text: str) -> str:
+    def _restore_text(self, used: dict[str, str], text: str) -> str:
         if "<" not in text:
             return text
+        return _TOKEN.sub(functools.partial(self._value_of, used), text)
+
+    def _value_of(self, used: dict[str, str], match: re.Match[str]) -> str:
+        token = match.group()
         with self._lock:
-            return _TOKEN.sub(lambda match: self._values.get(match.group(), match.group()), text)
+            value = self._values.get(token)
+        if value is None:
+            raise HostCallError("invalid-argument", _unknown_token(token, match.group(3) == self.tag),
+                                "Get the value again in this run (or session) and pass the token it comes "
+                                "back as; tokens hold only where they were given.")  # fmt: skip
+        if token not in used and len(used) >= MAX_TOKENS_PER_CALL:
+            raise HostCallError("limit-exceeded", f"the arguments hold more than {MAX_TOKENS_PER_CALL} distinct "
+                                "PII tokens", "Pass fewer values per call.", limit="payload_bytes")  # fmt: skip
+        used[token] = value
+        return value
+
+
+def _unknown_token(token: str, own_tag: bool) -> str:
+    if own_tag:
+        return f"the PII token {token} was never issued in this run or session, so it stands for nothing"
+    return (
+        f"the PII token {token} belongs to another run or session, or to a session that has ended (its "
+        "tokens end with it), so it stands for nothing here and was not passed on"
+    )
+
+
+class Given:
+    """The real values one call's arguments got in place of tokens: what that call returns is scrubbed of them.
+
+    `hide` finds each value exactly (not by pattern, so text glued to it cannot hide it) in
+    every string of the answer, keys included: in any letter case; with any of its characters
+    written as a URL escape (``%40``) or a JSON escape (``\\u0040``); for phone, card, IBAN and
+    social security numbers also with up to three of ``space ( ) . - /`` between its digits. A
+    value cut across consecutive strings (a tool that returns its input in pieces) is found too,
+    in document order, and becomes its token in the first piece (the others lose their part).
+    The work is a few linear scans per value (`MAX_TOKENS_PER_CALL` values at most).
+    """
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+        """token → the real value put in its place."""
+        self._emails = [(value.translate(_FOLD), token) for token, value in values.items() if "@" in value]
+        self._numbers = [
+            (re.compile(_digits_form(value)), token) for token, value in values.items() if "@" not in value
+        ]
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def shown(self, text: str, limit: int) -> str:
+        """`text` cut to `limit` characters without leaving part of a given value at the cut."""
+        return self.hide(text[: limit + MAX_FORM_CHARS])[:limit] if self.values else text[:limit]
+
+    def hide(self, value: Any) -> Any:
+        """`value` (JSON data) with every given value, in every form above, replaced by its token."""
+        if not self.values:
+            return value
+        value = _map_strings(value, self._hide_text)
+        return self._hide_pieces(value)
+
+    def _spans(self, text: str) -> list[tuple[int, int, str]]:
+        """Where the given values are in `text`: (start, end, token), sorted, not overlapping."""
+        view = _View(text)
+        found = []
+        for folded, token in self._emails:
+            start = view.text.find(folded)
+            while start >= 0:
+                found.append((start, start + len(folded), token))
+                start = view.text.find(folded, start + 1)
+        for pattern, token in self._numbers:
+            found.extend((match.start(), match.end(), token) for match in pattern.finditer(view.text))
+        spans: list[tuple[int, int, str]] = []
+        for start, end, token in sorted(found, key=lambda span: (span[0], -span[1])):
+            if spans and start < spans[-1][1]:  # inside or across one already taken: extend it
+                spans[-1] = (spans[-1][0], max(end, spans[-1][1]), spans[-1][2])
+            else:
+                spans.append((start, end, token))
+        return [(view.origin(start), view.origin_end(end), token) for start, end, token in spans]
+
+    def _hide_text(self, text: str) -> str:
+        spans = self._spans(text)
+        return _cut(text, [text], spans)[0] if spans else text
+
+    def _hide_pieces(self, value: Any) -> Any:
+        """A value whose pieces lie in consecutive strings (values, not keys) becomes its token in the first."""
+        pieces: list[str] = []
+
+        def collect(text: str) -> str:
+            pieces.append(text)
+            return text
+
+        _map_strings(value, collect, keys=False)
+        if len(pieces) < 2:
+            return value
+        joined = "".join(pieces)
+        spans = self._spans(joined)
+        if not spans:
+            return value
+        changed = iter(_cut(joined, pieces, spans))
+        return _map_strings(value, lambda _: next(changed), keys=False)
+
+
+#: ASCII letters to lower case, nothing else: the text keeps its length (`str.lower` may not).
+_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ESCAPE = re.compile(r"%([0-9a-f]{2})|\\u([0-9a-f]{4})")
+
+
+class _View:
+    """A text case-folded with its URL and JSON escapes decoded, and the way back to the text's positions."""
+
+    def __init__(self, text: str) -> None:
+        folded = text.translate(_FOLD)
+        self.escapes: list[int] = []
+        """Where each escape is in `self.text` (one character there)."""
+        self._sources: list[int] = []
+        self._lengths: list[int] = []
+        if "%" not in folded and "\\u" not in folded:
+            self.text = folded
+            return
+        parts = []
+        done = length = 0  # in the folded text, and in the view
+        for match in _ESCAPE.finditer(folded):
+            parts.append(folded[done : match.start()])
+            length += match.start() - done
+            self.escapes.append(length)
+            self._sources.append(match.start())
+            self._lengths.append(match.end() - match.start())
+            parts.append(chr(int(match.group(1) or match.group(2), 16)).translate(_FOLD))
+            length += 1
+            done = match.end()
+        parts.append(folded[done:])
+        self.text = "".join(parts)
+
+    def origin(self, position: int) -> int:
+        """The text's position of the view's character at `position`."""
+        index = bisect.bisect_right(self.escapes, position) - 1
+        if index < 0:
+            return position
+        if self.escapes[index] == position:
+            return self._sources[index]
+        return self._sources[index] + self._lengths[index] + (position - self.escapes[index] - 1)
+
+    def origin_end(self, end: int) -> int:
+        """The text's position just after the view's character at `end - 1`."""
+        index = bisect.bisect_right(self.escapes, end - 1) - 1
+        if index >= 0 and self.escapes[index] == end - 1:
+            return self._sources[index] + self._lengths[index]
+        return self.origin(end - 1) + 1
+
+
+def _cut(joined: str, pieces: list[str], spans: list[tuple[int, int, str]]) -> list[str]:
+    """The pieces of `joined` with each span replaced: its token where it starts, nothing elsewhere."""
+    result = []
+    low = 0
+    for piece in pieces:
+        high = low + len(piece)
+        parts = []
+        position = low
+        for start, end, token in spans:
+            if end <= low or start >= high:
+                continue
+            parts.append(joined[position : max(position, start)])
+            if start >= low:
+                parts.append(token)
+            position = max(position, min(end, high))
+        parts.append(joined[position:high])
+        result.append("".join(parts))
+        low = high
+    return result
+
+
+def _digits_form(value: str) -> str:
+    """A regex (on a `_View`) for a number: its letters and digits with up to 3 separators between them.
+
+    It starts with a literal character, which `re` searches for quickly (measured: 50 phone numbers
+    over 8 MiB that starts each of them 240,000 times take about 2 s, the worst case)."""
+    significant = [re.escape(char.translate(_FOLD)) for char in value if char.isalnum()]
+    return r"[ ().\-/]{0,3}".join(significant)  # a leading "+" stays: it carries nothing
 
 
 def _canonical(kind: str, text: str) -> str:
@@ -150,14 +367,17 @@ def _canonical(kind: str, text: str) -> str:
     return re.sub(r"[\s().-]", "", text)
 
 
-def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
-    """`value` with `change` applied to every string, dict keys included. Iterative: data may be deep."""
+def _map_strings(value: Any, change: Callable[[str], str], *, keys: bool = True) -> Any:
+    """`value` with `change` applied to every string (dict keys too, if `keys`), values in document order.
+
+    Iterative: data may be deep."""
     if isinstance(value, str):
         return change(value)
     if not isinstance(value, (dict, list)):
         return value
     root: list[Any] = [None]
     stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    children: list[tuple[Any, Any, Any]] = []
     while stack:
         item, parent, slot = stack.pop()
         if isinstance(item, str):
@@ -166,13 +386,15 @@ def _map_strings(value: Any, change: Callable[[str], str]) -> Any:
             copy: dict[Any, Any] = {}
             parent[slot] = copy
             for key, child in item.items():
-                new_key = change(key) if isinstance(key, str) else key
+                new_key = change(key) if keys and isinstance(key, str) else key
                 copy[new_key] = None
-                stack.append((child, copy, new_key))
+                children.append((child, copy, new_key))
+            stack.extend(reversed(children))  # popped in document order
+            children.clear()
         elif isinstance(item, list):
             items: list[Any] = [None] * len(item)
             parent[slot] = items
-            stack.extend((child, items, index) for index, child in enumerate(item))
+            stack.extend((item[index], items, index) for index in range(len(item) - 1, -1, -1))
         else:
             parent[slot] = item
     return root[0]

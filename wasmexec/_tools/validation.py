@@ -197,21 +197,31 @@ def json_pointer(path: Any) -> str:
     return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
 
 
-def _shallow(value: Any, depth: int = 2) -> Any:
+#: Cuts a text to at most the given number of characters; the broker's also hides PII values the
+#: call was given, so a cut never leaves part of one (`wasmexec._tools.pii.Given.shown`).
+Show = Callable[[str, int], str]
+
+
+def _cut(text: str, limit: int) -> str:
+    return text[:limit]
+
+
+def _shallow(value: Any, show: Show, depth: int = 2) -> Any:
     """A small copy of `value` for showing it (a failing value may be megabytes)."""
     if isinstance(value, str):
-        return value[:100]
+        return show(value, 100)
     if isinstance(value, (list, dict)) and depth == 0:
         return "…"
     if isinstance(value, list):
-        return [_shallow(item, depth - 1) for item in value[:4]]
+        return [_shallow(item, show, depth - 1) for item in value[:4]]
     if isinstance(value, dict):
-        return {str(key)[:40]: _shallow(item, depth - 1) for key, item in itertools.islice(value.items(), 4)}
+        return {show(str(key), 40): _shallow(item, show, depth - 1)
+                for key, item in itertools.islice(value.items(), 4)}  # fmt: skip
     return value
 
 
-def _received(value: Any) -> str:
-    text = json.dumps(_shallow(value), ensure_ascii=False, default=repr)
+def _received(value: Any, show: Show) -> str:
+    text = json.dumps(_shallow(value, show), ensure_ascii=False, default=repr)
     kind = "null" if value is None else _JSON_TYPES.get(type(value), type(value).__name__)
     return f"{kind} {text[:80]}{'…' if len(text) > 80 else ''}"
 
@@ -229,8 +239,8 @@ def _expected(error: Any) -> str:
     return f"{keyword} constraint"
 
 
-def schema_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> list[dict[str, str]]:
-    """How `arguments` fails `schema`, at most `MAX_REPORTED_ERRORS` ways.
+def schema_errors(schema: dict[str, Any], arguments: dict[str, Any], show: Show = _cut) -> list[dict[str, str]]:
+    """How `arguments` fails `schema`, at most `MAX_REPORTED_ERRORS` ways (`show` cuts what they quote).
 
     Empty when valid, when the schema is unusable or backtracking-prone, or when checking would
     cost more than the budget: the server then checks its own input.
@@ -251,14 +261,14 @@ def schema_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> list[dic
     found = sorted(collected, key=lambda e: (list(map(str, e.absolute_path)), e.message))
     return [
         {"pointer": json_pointer(error.absolute_path), "keyword": str(error.validator), "expected": _expected(error),
-         "received": _received(error.instance), "message": error.message[:300]}
+         "received": _received(error.instance, show), "message": show(error.message, 300)}
         for error in found[:MAX_REPORTED_ERRORS]
     ]  # fmt: skip
 
 
-def validate_arguments(entry: Any, arguments: dict[str, Any]) -> None:
+def validate_arguments(entry: Any, arguments: dict[str, Any], show: Show = _cut) -> None:
     """Raises an ``invalid-argument`` HostCallError (SchemaValidationError in the guest) on failure."""
-    errors = schema_errors(entry.input_schema, arguments)
+    errors = schema_errors(entry.input_schema, arguments, show)
     if not errors:
         return
     first = errors[0]

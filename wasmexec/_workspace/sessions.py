@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from wasmexec._envelope import RunResult
 from wasmexec._workspace import safefs
@@ -88,6 +89,9 @@ class Session:
     bytes: int = 0
     busy: threading.Lock = field(default_factory=threading.Lock)
     lock_fd: int = -1
+    vault: Any = None
+    """What the server keeps with the session in memory (its PII vault, `wasmexec._tools.pii`): it lives
+    exactly as long as the session (set while the session is reserved for a run; never on disk)."""
 
 
 class SessionStore:
@@ -200,12 +204,21 @@ class SessionStore:
             os.close(target_fd)
         return target
 
-    def finish(self, session: Session, workspace: Path | None, *, keep: bool) -> str | None:
+    def finish(self, session: Session, workspace: Path | None, *, keep: bool, end: bool = False) -> str | None:
         """Ends a run: its copy becomes the session's files if `keep`, else it is dropped; frees the session.
 
-        `workspace` is the run's copy (None if it was never made). Returns a warning when the
-        files could not be kept (the sessions' byte cap), else None.
+        `workspace` is the run's copy (None if it was never made). With `end` the session ends
+        too: its files, vault and slot are gone at once. Returns a warning when the files could
+        not be kept (the sessions' byte cap), else None.
         """
+        if end:
+            with self._lock:
+                self._sessions.pop(session.id, None)
+            if workspace is not None:
+                shutil.rmtree(workspace, ignore_errors=True)
+            _remove(session)
+            session.busy.release()
+            return None
         warning = None
         try:
             if keep and workspace is not None:
@@ -246,6 +259,22 @@ class SessionStore:
         return None
 
     # -- ending sessions -----------------------------------------------------------------------
+    def end(self, session_id: str, owner: str | None) -> bool:
+        """Ends `owner`'s session `session_id` now (files, vault and slot); False if there is none to end.
+
+        Ending is idempotent: an unknown, expired, already ended or another caller's session is
+        not an error (the same answer for each, so an id cannot be probed).
+
+        Raises:
+            SessionBusy: a run of it is going on.
+        """
+        try:
+            session = self.acquire(session_id, owner)
+        except UnknownSession:
+            return False
+        self.finish(session, None, keep=False, end=True)
+        return True
+
     def expire(self) -> None:
         """Removes the sessions unused for longer than the TTL (never one in the middle of a run)."""
         oldest = self._timer() - self.ttl_s
