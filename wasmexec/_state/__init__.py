@@ -1,0 +1,1 @@
+"""State that outlives a process: the state key, and (later) what lives under the state directory."""

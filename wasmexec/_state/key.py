@@ -1,0 +1,123 @@
+"""The state key: one secret that seals whatever a later request, or another replica, reads back.
+
+Every replica of a server set is given the same key file (``--state-key-file``): a secret of
+at least 32 bytes, such as the 64 hex characters ``openssl rand -hex 32`` writes (the file's
+bytes, surrounding whitespace stripped, are the secret; hex is not decoded). The file must be
+readable by its owner only. Each use gets its own key, derived with HKDF-SHA256 and a purpose
+label, so a value sealed for one purpose never opens as another. Sealing is AES-256-GCM with
+a random 96-bit nonce; the associated data binds a sealed value to where it belongs (a session
+id, a path), so one cannot be swapped for another.
+
+Without a key file, `StateKey.ephemeral()` makes a random key that lives as long as the process:
+what it sealed cannot be opened after a restart or by another process.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from wasmexec._exceptions import ConfigError
+
+#: The shortest secret accepted: 256 bits, AES-256's key size.
+MIN_SECRET_BYTES = 32
+#: A key file larger than this is not a key (a misnamed file); refused before it is read whole.
+MAX_KEY_FILE_BYTES = 4096
+_NONCE_BYTES = 12
+_VERSION = b"\x01"
+_INFO_PREFIX = b"wasmexec state key v1: "
+
+
+class SealError(Exception):
+    """A sealed value does not open: tampered with, sealed under another key or purpose, or cut short."""
+
+
+class StateKey:
+    """The secret behind every seal of a server (see the module). Immutable; safe to share between threads."""
+
+    def __init__(self, secret: bytes, *, source: str) -> None:
+        """
+        Args:
+            secret: at least `MIN_SECRET_BYTES` bytes.
+            source: where it came from, for messages (a path, or "ephemeral").
+        """
+        if len(secret) < MIN_SECRET_BYTES:
+            raise ValueError(f"a state key needs at least {MIN_SECRET_BYTES} bytes, got {len(secret)}")
+        self._secret = bytes(secret)
+        self.source = source
+        self.shared = source != "ephemeral"
+        """Whether it came from a file (other replicas and later processes may hold it too)."""
+
+    @classmethod
+    def ephemeral(cls) -> StateKey:
+        """A random key for this process only."""
+        return cls(secrets.token_bytes(MIN_SECRET_BYTES), source="ephemeral")
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> StateKey:
+        """The key in `path` (see the module).
+
+        Raises:
+            ConfigError: the file is missing, readable or writable by others, too large, or too short.
+        """
+        path = Path(path)
+        try:
+            with open(path, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if not stat.S_ISREG(info.st_mode):
+                    raise ConfigError(f"state key file {path} is not a regular file")
+                if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+                    raise ConfigError(f"state key file {path} is readable or writable by others "
+                                      f"(mode {stat.S_IMODE(info.st_mode):o}); run `chmod 600 {path}`")  # fmt: skip
+                data = handle.read(MAX_KEY_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ConfigError(f"cannot read state key file {path}: {exc.strerror or exc}") from None
+        if len(data) > MAX_KEY_FILE_BYTES:
+            raise ConfigError(f"state key file {path} is over {MAX_KEY_FILE_BYTES} bytes: not a key")
+        secret = data.strip()
+        if len(secret) < MIN_SECRET_BYTES:
+            raise ConfigError(f"state key file {path} holds {len(secret)} bytes; at least {MIN_SECRET_BYTES} are "
+                              "needed (e.g. `openssl rand -hex 32 > FILE`)")  # fmt: skip
+        return cls(secret, source=str(path))
+
+    def derive(self, purpose: str) -> bytes:
+        """A 32-byte key for one purpose (e.g. ``"sessions"``, ``"request-state"``)."""
+        info = _INFO_PREFIX + purpose.encode("utf-8")
+        return HKDF(algorithm=SHA256(), length=32, salt=None, info=info).derive(self._secret)
+
+    def sealer(self, purpose: str) -> Sealer:
+        """Seals and opens values for one purpose."""
+        return Sealer(self.derive(purpose))
+
+
+class Sealer:
+    """AES-256-GCM under one derived key: ``version | nonce | ciphertext+tag``."""
+
+    def __init__(self, key: bytes) -> None:
+        self._aead = AESGCM(key)
+
+    def seal(self, plaintext: bytes, bound_to: bytes = b"") -> bytes:
+        """`plaintext` sealed; it opens only with the same `bound_to` (associated data, not secret)."""
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        return _VERSION + nonce + self._aead.encrypt(nonce, plaintext, bound_to)
+
+    def open(self, sealed: bytes, bound_to: bytes = b"") -> bytes:
+        """The plaintext of a `seal` result.
+
+        Raises:
+            SealError: it was changed, sealed under another key, purpose or `bound_to`, or is cut short.
+        """
+        if len(sealed) < 1 + _NONCE_BYTES + 16 or sealed[:1] != _VERSION:
+            raise SealError("not a sealed value of this version")
+        nonce, body = sealed[1 : 1 + _NONCE_BYTES], sealed[1 + _NONCE_BYTES :]
+        try:
+            return self._aead.decrypt(nonce, body, bound_to)
+        except InvalidTag:
+            raise SealError("the sealed value does not open with this key (tampered with, or another key)") from None
