@@ -70,6 +70,8 @@ from wasmexec._server.inputs import FilesError, decode_files
 from wasmexec._server.resources import ArtifactResources
 from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, SessionRun, session_ended
 from wasmexec._server.streaming import LogLevels, sender, streamed
+from wasmexec._state.directory import StateDir
+from wasmexec._state.key import StateKey
 from wasmexec._toolhost import internal_error
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.mcp_errors import ServerUnavailable
@@ -116,6 +118,10 @@ class ServeOptions:
     """Sessions at once."""
     max_session_bytes: int = DEFAULT_MAX_SESSION_BYTES
     """Bytes of all sessions together."""
+    state: StateDir | None = None
+    """Where state that a later request (or another replica) needs is kept (`wasmexec._state.directory`)."""
+    state_key: StateKey = field(default_factory=StateKey.ephemeral)
+    """Seals what the server hands out or keeps (`--state-key-file`; else a key of this process only)."""
 
 
 def render_text(result: RunResult) -> str:
