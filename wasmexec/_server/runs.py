@@ -37,6 +37,9 @@ from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
 PAUSE_GRACE_S = 60.0
+#: How long a stopping run waits for its approver to take the "no" before it is cancelled: the approver only
+#: returns (microseconds), so this bounds a stuck thread, not normal work.
+ANSWER_TAKEN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class ServerRun:
         self._can_ask = can_ask
         self._can_sample = can_sample
         self._stopping = threading.Event()
+        self._asking = threading.Condition()
+        self._questions = 0  # approvals being asked now (under `_asking`)
         self._samples: list[Sample] = []
         self._samples_lock = threading.Lock()
         self.on_end: Callable[[ServerRun], None] | None = None
@@ -144,11 +149,14 @@ class ServerRun:
     def stop(self) -> None:
         """Stops the run for good (the server shuts down): what it waits on is answered no, then it is cancelled.
 
-        The answer comes first, so a paused approval settles as denied (audited so) before the cancellation
-        reaches the run. Idempotent; safe before the run starts.
+        The answer comes first, and the cancellation only once the approver has taken it, so a paused
+        approval settles as denied (audited so) before the cancellation reaches the call. Idempotent;
+        safe before the run starts.
         """
         self._stopping.set()
         self._answers.put(False)
+        with self._asking:
+            self._asking.wait_for(lambda: self._questions == 0, ANSWER_TAKEN_S)
         with self._samples_lock:
             samples = list(self._samples)
         for sample in samples:
@@ -189,13 +197,19 @@ class ServerRun:
 
     def _approve(self, request: dict[str, Any]) -> bool:
         """Called on the broker's thread: hands the question to the driving request, waits for the answer."""
-        if self._stopping.is_set():  # shutting down: nobody will answer
-            return False
-        self._events.put(Approval(request))
+        with self._asking:
+            if self._stopping.is_set():  # shutting down: nobody will answer
+                return False
+            self._questions += 1
         try:
+            self._events.put(Approval(request))
             return self._answers.get(timeout=max(0.0, self._deadline - time.monotonic()))
         except queue.Empty:
             return False
+        finally:
+            with self._asking:
+                self._questions -= 1
+                self._asking.notify_all()
 
     def _sample(self, request: dict[str, Any]) -> dict[str, Any]:
         """The run's sampler (on its own thread): hands the request to the driving request, waits for the answer."""
