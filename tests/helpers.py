@@ -93,3 +93,23 @@ def python_allocations() -> Iterator[Callable[[], int]]:
     finally:
         time.sleep(0.05)
         tracemalloc.stop()
+
+
+def descendants(pid: int) -> set[int]:
+    """The pids of every process under `pid` (children, their children, ...), read from /proc."""
+    from pathlib import Path
+
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, stack = set(), [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.add(child)
+            stack.append(child)
+    return found

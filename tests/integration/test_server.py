@@ -16,7 +16,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.types import ElicitResult
 
-from tests.helpers import data_of, error_of, free_port, listening
+from tests.helpers import data_of, descendants, error_of, free_port, listening
 from tests.integration.conftest import NODE_BIN, SECRET, SERVERS, child_env
 from wasmexec import Limits, Runtime, validate_run_result
 from wasmexec._server.description import description
@@ -223,23 +223,6 @@ def test_streamable_http_serves_both_eras(http_url: str, mode: str) -> None:
     assert data_of(anyio.run(main)) == {"result": 0}
 
 
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, stack = set(), [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.add(child)
-            stack.append(child)
-    return found
-
-
 def _start_and_call(setup: dict[str, Path]) -> tuple[subprocess.Popen[bytes], set[int]]:
     """Starts `wasmexec serve` over stdio by hand, makes one call that starts a downstream server."""
     params = _params(setup)
@@ -259,9 +242,9 @@ def _start_and_call(setup: dict[str, Path]) -> tuple[subprocess.Popen[bytes], se
         "code": "import servers.slow as s\nawait s.sleep_for(seconds=0)"}}})  # fmt: skip
     reply = json.loads(process.stdout.readline())
     assert reply["result"]["structuredContent"]["result"]["ok"], reply
-    descendants = _descendants(process.pid)
-    assert descendants  # the downstream server runs
-    return process, descendants
+    children = descendants(process.pid)
+    assert children  # the downstream server runs
+    return process, children
 
 
 def _gone(pids: set[int]) -> bool:
@@ -274,17 +257,17 @@ def _gone(pids: set[int]) -> bool:
 
 
 def test_stdin_eof_stops_the_server_and_its_downstream_servers(setup: dict[str, Path]) -> None:
-    process, descendants = _start_and_call(setup)
+    process, children = _start_and_call(setup)
     process.stdin.close()  # type: ignore[union-attr]
     assert process.wait(timeout=30) == 0
     process.stdout.close()  # type: ignore[union-attr]
-    assert _gone(descendants)
+    assert _gone(children)
 
 
 def test_sigterm_stops_the_server_and_its_downstream_servers(setup: dict[str, Path]) -> None:
-    process, descendants = _start_and_call(setup)
+    process, children = _start_and_call(setup)
     process.terminate()
     process.wait(timeout=30)
     process.stdin.close()  # type: ignore[union-attr]
     process.stdout.close()  # type: ignore[union-attr]
-    assert _gone(descendants)
+    assert _gone(children)

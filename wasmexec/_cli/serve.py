@@ -16,17 +16,19 @@ Sessions keep their files under the user state dir (``sessions/``, one directory
 they outlive the server (the next one takes them over) until their idle TTL passes.
 `--session-ttl`, `--max-sessions` and `--sessions-mb` bound them, and `--max-sessions 0`
 turns them off.
+
+SIGTERM and SIGINT stop either transport the same way (`wasmexec._server.shutdown`): runs are
+stopped and audited, then the transport stops, then everything the server made is closed and
+removed (the exit stack below, in reverse order), and the exit status is 0.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from wasmexec._cli.options import (
@@ -185,38 +187,29 @@ def command_serve(args: argparse.Namespace) -> int:
     loaded = {name: _loaded(args, name, limits.fuel is not None) for name in sorted(offered, key="default".__eq__)}
     runtimes = [loaded[name] for name in offered]
     skills = skills_from_args(args)
-    try:
-        with ExitStack() as stack:
-            broker = (
-                stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
-            )
-            artifacts = ArtifactStore()  # one for all profiles: resources/read finds any run's artifacts
-            stack.callback(artifacts.close)
-            sandboxes = [Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
-                                 redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
-                                 max_concurrent_runs=args.max_concurrent_runs, artifact_store=artifacts,
-                                 skills=skills, spares=args.spares)
-                         for runtime in runtimes]  # fmt: skip
-            for sandbox in sandboxes:
-                sandbox.prepare()  # the first spare of each profile is made now, before the first call
-            server = _server(sandboxes, _serve_options(args, limits), broker)
-            stack.callback(server.close)
-            if listener is not None:
-                _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins)
-            else:
-                import anyio
+    with ExitStack() as stack:
+        stack.callback(_remove_run_directories)  # last: after the sandboxes gave theirs back
+        broker = stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
+        artifacts = ArtifactStore()  # one for all profiles: resources/read finds any run's artifacts
+        stack.callback(artifacts.close)
+        sandboxes = [Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
+                             redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
+                             max_concurrent_runs=args.max_concurrent_runs, artifact_store=artifacts,
+                             skills=skills, spares=args.spares)
+                     for runtime in runtimes]  # fmt: skip
+        for sandbox in sandboxes:
+            stack.callback(sandbox.close)
+            sandbox.prepare()  # the first spare of each profile is made now, before the first call
+        server = _server(sandboxes, _serve_options(args, limits), broker)
+        stack.callback(server.close)  # first: every run ends (audited) before anything it uses closes
+        if listener is not None:
+            _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins)
+        else:
+            _serve_stdio(server)
+        from wasmexec._server.shutdown import ignore_signals
 
-                _interrupt_on_sigterm()
-                anyio.run(_serve_stdio, server)
-    finally:  # the broker has stopped the servers it started
-        if _terminated:
-            # Idle anyio worker threads of the interrupted loop would keep the interpreter alive.
-            sys.stderr.flush()
-            os._exit(128 + signal.SIGTERM)
+        ignore_signals()  # the cleanup below is bounded; a second signal must not cut it short
     return EXIT_OK
-
-
-_terminated = False
 
 
 def _server(sandbox: list[Sandbox], options: ServeOptions, broker: Broker | None) -> RunPythonServer:
@@ -251,24 +244,20 @@ def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:
     )
 
 
-async def _serve_stdio(server: RunPythonServer) -> None:
-    from mcp import stdio_server
+def _serve_stdio(server: RunPythonServer) -> None:
+    import anyio
 
-    lowlevel = server.lowlevel()
-    async with stdio_server() as (read, write):  # returns when stdin closes: the client is gone
-        await lowlevel.run(read, write, lowlevel.create_initialization_options())
+    from wasmexec._server.shutdown import STOP_GRACE_S, serve_until_signalled
+    from wasmexec._server.stdio import serve_stdio
+
+    anyio.run(serve_until_signalled, lambda: serve_stdio(server), lambda: server.runs.stop_all(STOP_GRACE_S))
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM stops the server like Ctrl-C: the stdin reader is a thread no cancellation reaches."""
+def _remove_run_directories() -> None:
+    """Removes the process's run directories (the atexit hook would too, but not while a reaper still works)."""
+    from wasmexec._workspace.pool import default_pool
 
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        global _terminated
-        _terminated = True
-        print("wasmexec: stopping (SIGTERM)", file=sys.stderr)
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
+    default_pool().remove()
 
 
 def _listen(host: str, port: int) -> socket.socket | None:
@@ -324,10 +313,12 @@ def _serve_http(
     allowed_hosts: list[str],
     allowed_origins: list[str],
 ) -> None:
+    import anyio
     import uvicorn
 
     from wasmexec._server.http_app import OperationsApp, transport_security
     from wasmexec._server.metrics import RunMetrics
+    from wasmexec._server.shutdown import CLOSE_GRACE_S, STOP_GRACE_S, serve_until_signalled
 
     broker = server.broker
     breakers = broker.pool.breaker_states if broker is not None else None
@@ -344,7 +335,21 @@ def _serve_http(
         transport_security=transport_security(allowed_hosts, allowed_origins)
     )
     app = OperationsApp(mcp_app, server.admission, metrics, breakers, profiles)
-    config = uvicorn.Config(app, log_level="warning")
+    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=CLOSE_GRACE_S)
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
     print(f"wasmexec: serving run_python at http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
-    uvicorn.Server(config).run(sockets=[listener])
+
+    class Uvicorn(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # Ours (`serve_until_signalled`): uvicorn's re-raises the signal after its shutdown, which killed
+            # the process by the default action before the cleanup.
+            yield
+
+    http = Uvicorn(config)
+
+    def stop() -> None:
+        http.should_exit = True
+
+    anyio.run(serve_until_signalled, lambda: http.serve(sockets=[listener]), lambda: server.runs.stop_all(STOP_GRACE_S),
+              stop)  # fmt: skip

@@ -6,6 +6,11 @@ retries the call with the answer. The run waits, paused, on its own thread betwe
 those requests; this object is the mailbox between the run and whichever request is
 currently driving it. In the 2025 era the same object serves one request from start
 to end, with approvals asked by elicitation while it waits.
+
+`LiveRuns` knows every run whose thread has not ended, paused ones included, so a
+shutdown can stop them all (`stop_all`): a question a run waits on is answered "no"
+(a paused approval is audited as denied), the run is cancelled, and the shutdown waits,
+bounded, for each thread to write its audit line and give back its directories.
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
 from wasmexec._server.streaming import OutputStream
+from wasmexec._toolhost import HostCallError
 from wasmexec._tools.pii import PiiVault
 from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
 
 #: A paused run whose client never comes back is forgotten after its own deadline plus this.
 PAUSE_GRACE_S = 60.0
+#: How long a stopping run waits for its approver to take the "no" before it is cancelled: the approver only
+#: returns (microseconds), so this bounds a stuck thread, not normal work.
+ANSWER_TAKEN_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,13 @@ class ServerRun:
         self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
         self._can_sample = can_sample
+        self._stopping = threading.Event()
+        self._asking = threading.Condition()
+        self._questions = 0  # approvals being asked now (under `_asking`)
+        self._samples: list[Sample] = []
+        self._samples_lock = threading.Lock()
+        self.on_end: Callable[[ServerRun], None] | None = None
+        """Told (on the run's thread) once the run has ended and its result is out (`LiveRuns`)."""
         self._thread = threading.Thread(target=self._work, args=(sandbox, job), daemon=True, name="wasmexec-run")
         self._deadline = time.monotonic() + job.limits.timeout_ms / 1000
 
@@ -142,6 +158,32 @@ class ServerRun:
                     result = self._end_session(self.session, workspace, result)
         self._ticket.record(result)
         self._events.put(Done(result))
+        if self.on_end is not None:
+            self.on_end(self)
+
+    def stop(self) -> None:
+        """Stops the run for good (the server shuts down): what it waits on is answered no, then it is cancelled.
+
+        The answer comes first, and the cancellation only once the approver has taken it, so a paused
+        approval settles as denied (audited so) before the cancellation reaches the call. Idempotent;
+        safe before the run starts.
+        """
+        self._stopping.set()
+        self._answers.put(False)
+        with self._asking:
+            self._asking.wait_for(lambda: self._questions == 0, ANSWER_TAKEN_S)
+        with self._samples_lock:
+            samples = list(self._samples)
+        for sample in samples:
+            sample.answer(_shut_down())
+        self.control.stop()
+
+    def join(self, timeout_s: float) -> bool:
+        """Waits until the run's thread has ended (its audit line written); False on timeout."""
+        if self._thread.ident is None:  # never started
+            return True
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
 
     @staticmethod
     def _end_session(
@@ -173,17 +215,33 @@ class ServerRun:
 
     def _approve(self, request: dict[str, Any]) -> bool:
         """Called on the broker's thread: hands the question to the driving request, waits for the answer."""
-        self._events.put(Approval(request))
+        with self._asking:
+            if self._stopping.is_set():  # shutting down: nobody will answer
+                return False
+            self._questions += 1
         try:
+            self._events.put(Approval(request))
             return self._answers.get(timeout=max(0.0, self._deadline - time.monotonic()))
         except queue.Empty:
             return False
+        finally:
+            with self._asking:
+                self._questions -= 1
+                self._asking.notify_all()
 
     def _sample(self, request: dict[str, Any]) -> dict[str, Any]:
         """The run's sampler (on its own thread): hands the request to the driving request, waits for the answer."""
         event = Sample(request)
+        with self._samples_lock:
+            self._samples.append(event)
+        if self._stopping.is_set():
+            event.answer(_shut_down())
         self._events.put(event)
-        return event.wait(self._deadline)
+        try:
+            return event.wait(self._deadline)
+        finally:
+            with self._samples_lock:
+                self._samples.remove(event)
 
     def _progress(self, message: str) -> None:
         reporter = self._reporter
@@ -215,6 +273,47 @@ class ServerRun:
 
     def answer(self, approved: bool) -> None:
         self._answers.put(approved)
+
+
+def _shut_down() -> HostCallError:
+    """What a question of a run stopped by a shutdown gets instead of the client's answer."""
+    return HostCallError("unavailable", "the server is shutting down", "Run the code again when it is back.")
+
+
+class LiveRuns:
+    """Every run whose thread has not ended (running, queued or paused), so a shutdown can stop them. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: set[ServerRun] = set()
+        self._closed = False
+
+    def start(self, run: ServerRun) -> None:
+        """Starts `run`; once the server is shutting down it is stopped at once (its result: cancelled)."""
+        run.on_end = self._ended
+        with self._lock:
+            self._runs.add(run)
+            closed = self._closed
+        if closed:
+            run.stop()
+        run.start()
+
+    def _ended(self, run: ServerRun) -> None:
+        with self._lock:
+            self._runs.discard(run)
+
+    def stop_all(self, grace_s: float) -> bool:
+        """Stops every run, and every run started later; waits up to `grace_s` for all to end.
+
+        Returns False when some run had not ended by then (the process goes on without it).
+        """
+        with self._lock:
+            self._closed = True
+            runs = list(self._runs)
+        for run in runs:
+            run.stop()
+        deadline = time.monotonic() + grace_s
+        return all([run.join(max(0.0, deadline - time.monotonic())) for run in runs])
 
 
 class PausedRuns:

@@ -68,7 +68,8 @@ from wasmexec._server.callers import caller_key
 from wasmexec._server.description import description, input_schema
 from wasmexec._server.inputs import FilesError, decode_files
 from wasmexec._server.resources import ArtifactResources
-from wasmexec._server.runs import Approval, Done, Job, PausedRuns, ServerRun, SessionRun, session_ended
+from wasmexec._server.runs import Approval, Done, Job, LiveRuns, PausedRuns, ServerRun, SessionRun, session_ended
+from wasmexec._server.shutdown import STOP_GRACE_S
 from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._state.directory import StateDir
 from wasmexec._state.key import StateKey
@@ -178,6 +179,8 @@ class RunPythonServer:
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
         self._paused = PausedRuns()
+        self.runs = LiveRuns()
+        """Every run not yet ended: `close` stops them."""
         self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
         self.log_levels = LogLevels()
         self.resources = ArtifactResources(self.sandbox.artifacts)
@@ -200,10 +203,14 @@ class RunPythonServer:
             for profile in self.profiles
         }  # fmt: skip
 
-    def close(self) -> None:
-        """Lets go of the sessions (their files stay for the next server on the directory). Idempotent."""
+    def close(self, grace_s: float = STOP_GRACE_S) -> bool:
+        """Stops every run (paused ones too) and waits up to `grace_s` for them to end, each audited and its
+        directories given back; then lets go of the sessions (their files stay for the next server on the
+        directory). Idempotent. Returns False when some run had not ended in time."""
+        ended = self.runs.stop_all(grace_s)
         if self.sessions is not None:
             self.sessions.close()
+        return ended
 
     def lowlevel(self) -> Server[Any]:
         """The mcp lowlevel Server with this tool."""
@@ -272,7 +279,7 @@ class RunPythonServer:
                 if session is not None:
                     session.store.finish(session.session, None, keep=False)
                 raise
-            run.start()
+            self.runs.start(run)
             started = True
         finally:
             if not started:  # the run never took its place in the queue: give it back

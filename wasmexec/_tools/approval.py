@@ -114,11 +114,16 @@ async def settle(
     except HostCallError as refusal:
         run.approvals.append("DENIED")
         return "too_large_to_show", refusal
+    # Not approved until the answer says so: a run that ends while the question is out (cancelled, or its
+    # server shutting down) is reported DENIED, whichever of the answer and the run's end comes first.
+    index = len(run.approvals)
+    run.approvals.append("DENIED")
     try:
         accepted = await anyio.to_thread.run_sync(run.approver, request, abandon_on_cancel=True) is True
     except Exception:  # an approver that fails has not approved
         accepted = False
-    run.approvals.append("APPROVED" if accepted else "DENIED")
+    if accepted:
+        run.approvals[index] = "APPROVED"
     return ("approved", None) if accepted else ("denied", _not_approved(entry, "denied"))
 
 

@@ -49,6 +49,7 @@ class RunDirPool:
             spares: run directories kept ready.
         """
         self._base = Path(base) if base is not None else None
+        self._made_base = False
         self._spares = spares
         self._ready: list[RunDir] = []
         self._lock = threading.Lock()
@@ -57,6 +58,7 @@ class RunDirPool:
         )
         self._reaper: threading.Thread | None = None
         self._counter = 0
+        self._removed = False
 
     def take(self) -> RunDir:
         """A run directory no run has used (made now when none is ready). Its caller `release`s it."""
@@ -109,7 +111,7 @@ class RunDirPool:
                         first()
                     shutil.rmtree(run_dir.root, ignore_errors=True)  # fd-based: never follows a guest's symlink
                 with self._lock:
-                    missing = self._spares - len(self._ready)
+                    missing = 0 if self._removed else self._spares - len(self._ready)
                 for _ in range(missing):
                     made = self._make()
                     with self._lock:
@@ -132,6 +134,7 @@ class RunDirPool:
         with self._lock:
             if self._base is None:
                 self._base = Path(tempfile.mkdtemp(prefix="wasmexec-runs-"))
+                self._made_base = True
                 atexit.register(shutil.rmtree, self._base, True)
             return self._base
 
@@ -141,6 +144,20 @@ class RunDirPool:
             ready, self._ready = self._ready, []
         for run_dir in ready:
             shutil.rmtree(run_dir.root, ignore_errors=True)
+
+    def remove(self, timeout_s: float = 10.0) -> None:
+        """Removes every run directory and the default base, once the reaper has removed what it was given.
+
+        For the end of the process (`wasmexec serve` stopping): the reaper makes no spares after this,
+        and a directory released later is removed by the reaper as usual. Idempotent.
+        """
+        with self._lock:
+            self._removed = True
+            made = self._base if self._base is not None and self._made_base else None
+        self.wait_idle(timeout_s)
+        self.close()
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 _DEFAULT: RunDirPool | None = None

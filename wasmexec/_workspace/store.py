@@ -83,6 +83,7 @@ class ArtifactStore:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ValueError(f"ArtifactStore {name} must be a number >= 0, got {value!r}")
         self._directory = Path(directory) if directory is not None else None
+        self._made: Path | None = None  # the default directory, once made: `close` removes it
         self.max_artifacts = max_artifacts
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s
@@ -241,17 +242,22 @@ class ArtifactStore:
             shutil.rmtree(directory, ignore_errors=True)
 
     def close(self) -> None:
-        """Drops everything kept (and the default directory). Idempotent."""
+        """Drops everything kept, and removes the default directory if the store made one. Idempotent."""
         with self._lock:
             runs, self._runs = list(self._runs.values()), OrderedDict()
             self._count = self._bytes = 0
+            made, self._made = self._made, None
+            if made is not None:
+                self._directory = None  # a later `put` makes a new one
         for run in runs:
             shutil.rmtree(run.directory, ignore_errors=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
     def _root(self) -> Path:
         with self._lock:
             if self._directory is None:
-                self._directory = Path(tempfile.mkdtemp(prefix="wasmexec-artifacts-"))
+                self._directory = self._made = Path(tempfile.mkdtemp(prefix="wasmexec-artifacts-"))
                 atexit.register(shutil.rmtree, self._directory, True)
             return self._directory
 
