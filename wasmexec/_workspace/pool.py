@@ -109,7 +109,7 @@ class RunDirPool:
                     run_dir, first = item
                     if first is not None:
                         first()
-                    shutil.rmtree(run_dir.root, ignore_errors=True)  # fd-based: never follows a guest's symlink
+                    _remove(run_dir)
                 with self._lock:
                     missing = 0 if self._removed else self._spares - len(self._ready)
                 for _ in range(missing):
@@ -158,6 +158,15 @@ class RunDirPool:
         self.close()
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
+
+
+def _remove(run_dir: RunDir) -> None:
+    """Removes a used run directory: three `rmdir`s when the run left it empty (most runs), else the walk."""
+    try:
+        for directory in (run_dir.workspace, run_dir.tmp, run_dir.root):
+            os.rmdir(directory)  # never follows a symlink: one in the way fails it (ENOTDIR)
+    except OSError:
+        shutil.rmtree(run_dir.root, ignore_errors=True)  # fd-based: never follows a guest's symlink
 
 
 _DEFAULT: RunDirPool | None = None
