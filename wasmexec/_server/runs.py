@@ -10,6 +10,7 @@ to end, with approvals asked by elicitation while it waits.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import secrets
 import threading
@@ -116,7 +117,10 @@ class ServerRun:
         self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
         self._can_sample = can_sample
-        self._thread = threading.Thread(target=self._work, args=(sandbox, job), daemon=True, name="wasmexec-run")
+        # In the request's context: the run (and its audit lines) acts for the request's principal.
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._work, sandbox, job), daemon=True,
+                                        name="wasmexec-run")  # fmt: skip
         self._deadline = time.monotonic() + job.limits.timeout_ms / 1000
 
     def start(self) -> None:
