@@ -99,12 +99,16 @@ class LocalIssuer:
         self.server.server_close()
 
     def mint(self, audience: str, *, key: SigningKey | None = None, subject: str = "alice", **claims: Any) -> str:
-        """A token signed with `key` (the RSA key by default), valid for 5 minutes unless `claims` say otherwise."""
-        key = key or self.keys[0]
-        now = int(time.time())
-        body = {"iss": self.url, "aud": audience, "sub": subject, "iat": now, "exp": now + 300, **claims}
-        body = {name: value for name, value in body.items() if value is not None}
-        return jwt.encode(body, key.private, algorithm=key.algorithm, headers={"kid": key.kid})
+        """A token of this issuer signed with `key` (its RSA key by default); see `mint`."""
+        return mint(self.url, audience, key or self.keys[0], subject=subject, **claims)
+
+
+def mint(issuer: str, audience: str, key: SigningKey, *, subject: str = "alice", **claims: Any) -> str:
+    """A token signed with `key`, valid for 5 minutes unless `claims` say otherwise (None leaves a claim out)."""
+    now = int(time.time())
+    body = {"iss": issuer, "aud": audience, "sub": subject, "iat": now, "exp": now + 300, **claims}
+    body = {name: value for name, value in body.items() if value is not None}
+    return jwt.encode(body, key.private, algorithm=key.algorithm, headers={"kid": key.kid})
 
 
 def forged(header: dict[str, Any], claims: dict[str, Any], secret: bytes | None = None) -> str:
@@ -130,13 +134,15 @@ def new_token() -> str:
 
 
 @contextmanager
-def serving(*options: str, env: dict[str, str] | None = None, timeout: float = 60) -> Iterator[str]:
+def serving(
+    *options: str, port: int | None = None, env: dict[str, str] | None = None, timeout: float = 60
+) -> Iterator[str]:
     """`wasmexec serve --http` with `options` on a free loopback port; yields its /mcp URL once it serves.
 
     Waits for the "serving" line on stderr (not the clock); stderr after it is drained, so a
     chatty server never blocks. Stops the server at the end.
     """
-    port = free_port()
+    port = port or free_port()
     command = [sys.executable, "-m", "wasmexec", "serve", "--http", "--port", str(port), *options]
     process = subprocess.Popen(command, env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
