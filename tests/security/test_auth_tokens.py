@@ -157,11 +157,12 @@ def test_another_principal_cannot_resume_a_paused_approval(url: str, setup: dict
     assert [(line["outcome"], line["principal"]) for line in deletes] == [("ok", "alice")]  # ran once, for A
 
 
-def test_audit_lines_name_the_principal_and_never_hold_a_token(url: str, setup: dict[str, Path]) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_audit_lines_name_the_principal_and_never_hold_a_token(url: str, setup: dict[str, Path], mode: str) -> None:
     async def body() -> list[str]:
         ids = []
         for token in (ALICE, BOB):
-            async with authed_client(url, token) as client:
+            async with authed_client(url, token, mode) as client:
                 done = await client.call_tool("run_python", {"code": "result = 1"})
                 assert done.structured_content is not None
                 ids.append(done.structured_content["run_id"])
