@@ -95,3 +95,17 @@ def test_metadata_is_looked_up_where_rfc_8414_and_openid_connect_put_it() -> Non
         "https://idp.example/.well-known/oauth-authorization-server",
         "https://idp.example/.well-known/openid-configuration",
     ]
+
+
+def test_a_key_set_with_odd_members_keeps_only_the_usable_signing_keys(issuer: LocalIssuer) -> None:
+    from wasmexec._server.jwt_auth import _usable_keys
+
+    rsa = issuer.keys[0].jwk
+    odd = [
+        {"kty": ["RSA"]}, {"kty": "EC", "crv": ["P-256"]}, {**rsa, "alg": ["RS256"], "kid": "list-alg"},
+        {"kty": "oct", "k": "c2VjcmV0", "kid": "secret"}, {**rsa, "use": "enc", "kid": "enc"},
+        {**rsa, "alg": "HS256", "kid": "hs"}, "not a key", {**rsa, "n": "!!", "kid": "broken"},
+    ]  # fmt: skip
+    assert set(_usable_keys({"keys": [*odd, rsa]})) == {"rsa-1"}
+    with pytest.raises(ValueError):
+        _usable_keys({"keys": odd})

@@ -210,10 +210,12 @@ def _usable_keys(jwks: dict[str, Any]) -> dict[str | None, _Key]:
     for member in members if isinstance(members, list) else []:
         if not isinstance(member, dict) or member.get("use", "sig") != "sig":
             continue
-        kind = member.get("kty")
-        algorithms = _ALGORITHMS_OF_KEY.get(kind if kind == "RSA" else (kind, member.get("crv")), set())
-        if "alg" in member:
-            algorithms = algorithms & {member["alg"]}
+        kind, curve, alg = member.get("kty"), member.get("crv"), member.get("alg", "")
+        if not all(isinstance(value, (str, type(None))) for value in (kind, curve, alg)):
+            continue  # not a JWK (the issuer is trusted, its answer is still only parsed)
+        algorithms = _ALGORITHMS_OF_KEY.get(kind if kind == "RSA" else (kind, curve), set())
+        if alg:
+            algorithms = algorithms & {alg}
         algorithms = algorithms & ALLOWED_ALGORITHMS
         if not algorithms:
             continue  # "oct" (a shared secret), an unknown curve, or an alg it cannot have
