@@ -4,6 +4,10 @@ Lines carry digests (sha256) and sizes instead of content. Each line is written 
 a single ``write`` on a file opened in append mode, so lines from concurrent runs and
 processes never interleave; the file rotates by size (``audit.jsonl`` →
 ``audit.jsonl.1`` …) under a file lock.
+
+Lines of an authenticated caller's runs (``serve --http`` with auth) carry ``principal``:
+the operator must be able to tell who ran what. It is the name the operator gave in the
+token file, or ``subject @ issuer`` of a JWT; never the token.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import json
 import os
 import threading
 import time
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +25,15 @@ from typing import Any
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 #: Rotated files kept (audit.jsonl.1 … .5).
 DEFAULT_BACKUPS = 5
+
+#: Who the current request acts for, as audit lines name it (set by `serve --http`'s auth gate; None
+#: otherwise). A run takes it when it starts (`RunState.principal`), so lines written on other threads name it too.
+PRINCIPAL: ContextVar[str | None] = ContextVar("wasmexec_principal", default=None)
+
+
+def principal_field(principal: str | None) -> dict[str, str]:
+    """``{"principal": …}`` for an audit line, or nothing when no one was authenticated."""
+    return {"principal": principal} if principal is not None else {}
 
 
 def digest(value: Any) -> str:
@@ -83,12 +97,12 @@ class AuditLog:
             os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
 
 
-def write_run_line(audit: AuditLog, result: Any, redactions: int) -> None:
+def write_run_line(audit: AuditLog, result: Any, redactions: int, principal: str | None = None) -> None:
     """The audit line of one finished run."""
     outcome = result["result"]
     audit.write(
         "run", run_id=result["run_id"], trace_id=result["trace_id"], code_digest=result["input_digest"],
         output_digest=result["output_digest"], duration_ms=result["duration_ms"],
         outcome="ok" if outcome["ok"] else outcome["error"]["type"], approval=result["approval_state"],
-        tool_calls=outcome["metrics"]["tool_calls"], redactions=redactions,
+        tool_calls=outcome["metrics"]["tool_calls"], redactions=redactions, **principal_field(principal),
     )  # fmt: skip

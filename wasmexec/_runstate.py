@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from wasmexec._audit import PRINCIPAL
 from wasmexec._calllog import CallLog
 from wasmexec._envelope import StopReason, ToolTraceEntry
 from wasmexec._limits import Limits
@@ -122,6 +123,8 @@ class RunState:
     """The run's PII tokens (`wasmexec._tools.pii.PiiVault`), made by the tool host at its first call."""
     trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     code_digest: str = ""
+    principal: str | None = field(default_factory=PRINCIPAL.get)
+    """Who the run acts for (audit lines name it), taken from the context that creates the state."""
     approver: Callable[[dict[str, Any]], bool] | None = None
     """Asks the user to approve a call (blocking; returns True to allow); None: nobody to ask."""
     progress: Callable[[str], Any] | None = None

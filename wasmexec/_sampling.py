@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from wasmexec._audit import digest
+from wasmexec._audit import digest, principal_field
 from wasmexec._toolhost import HostCallError, internal_error
 
 if TYPE_CHECKING:
@@ -280,6 +280,7 @@ class Sampling:
             "system_digest": digest(system) if system else None,
             "system_bytes": len(system.encode("utf-8", "surrogatepass")), "max_tokens": request["max_tokens"],
             "duration_ms": round(duration_s * 1000, 3), "outcome": outcome_of(error), "redactions": redactions,
+            **principal_field(run.principal),
         }  # fmt: skip
         if answer is not None:
             fields.update(response_digest=digest(answer.text), response_bytes=len(answer.text.encode("utf-8")),

@@ -31,6 +31,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wasmexec._cli.auth import add_auth_options, announce, authenticator_from_args
 from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
     EXIT_LISTEN,
@@ -58,6 +59,8 @@ if TYPE_CHECKING:
     from wasmexec._sandbox.runtime import Runtime
     from wasmexec._sandbox.sandbox import Sandbox
     from wasmexec._science.runtime import ScienceRuntime
+    from wasmexec._server.auth import Authenticator
+    from wasmexec._server.http_app import ASGIApp
     from wasmexec._server.server import RunPythonServer, ServeOptions
     from wasmexec._tools.broker import Broker
 
@@ -107,6 +110,7 @@ def add_serve_parser(commands: Any) -> None:
                        help="the guest image(s) to offer: default, science (numpy, pandas, …; build it first with "
                        "wasmexec build --profile science); repeatable or comma-separated; with more than one, "
                        "run_python takes a 'profile' argument, the first by default (default: default)")  # fmt: skip
+    add_auth_options(serve)
     add_run_options(serve, ceilings=True)
     sessions = serve.add_argument_group(
         "sessions (run_python with session: true keeps /workspace between calls)",
@@ -173,6 +177,7 @@ def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._workspace.store import ArtifactStore
 
     allowed_hosts, allowed_origins = _allowed_names(args)
+    authenticator = authenticator_from_args(args)
     limits, config, policy, audit = (
         limits_from_args(args),
         load_servers(args),
@@ -203,7 +208,8 @@ def command_serve(args: argparse.Namespace) -> int:
         server = _server(sandboxes, _serve_options(args, limits), broker)
         stack.callback(server.close)  # first: every run ends (audited) before anything it uses closes
         if listener is not None:
-            _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins)
+            announce(authenticator, args.allow_unauthenticated)
+            _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins, authenticator)
         else:
             _serve_stdio(server)
         from wasmexec._server.shutdown import ignore_signals
@@ -312,6 +318,7 @@ def _serve_http(
     port: int,
     allowed_hosts: list[str],
     allowed_origins: list[str],
+    authenticator: Authenticator | None = None,
 ) -> None:
     import anyio
     import uvicorn
@@ -331,9 +338,13 @@ def _serve_http(
     servers = broker.config.servers if broker is not None else ()
     metrics = RunMetrics(server.admission, servers, breakers, images, spares)
     server.admission.observer = metrics.observe_run
-    mcp_app = server.lowlevel().streamable_http_app(
+    mcp_app: ASGIApp = server.lowlevel().streamable_http_app(
         transport_security=transport_security(allowed_hosts, allowed_origins)
     )
+    if authenticator is not None:  # inside OperationsApp: /healthz and /metrics need no token
+        from wasmexec._server.auth import AuthGate
+
+        mcp_app = AuthGate(mcp_app, authenticator)
     app = OperationsApp(mcp_app, server.admission, metrics, breakers, profiles)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=CLOSE_GRACE_S)
     shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL

@@ -365,7 +365,7 @@ class Sandbox:
             raise
         finally:
             if self.audit is not None and result is not None:
-                write_run_line(self.audit, result, redactions)
+                write_run_line(self.audit, result, redactions, state.principal)
             with self._running_lock:
                 self._running -= 1
                 busy = self._running > 0

@@ -100,13 +100,13 @@ class OperationsApp:
 
     async def _operator(self, path: str, method: str, send: Send) -> None:
         if method != "GET":
-            await _respond(send, 405, b"only GET\n", "text/plain; charset=utf-8", [(b"allow", b"GET")])
+            await respond(send, 405, b"only GET\n", "text/plain; charset=utf-8", [(b"allow", b"GET")])
         elif path == "/healthz":
             document = json.dumps(health(self.admission, self.breaker_states, self.profiles)).encode()
-            await _respond(send, 200, document, "application/json")
+            await respond(send, 200, document, "application/json")
         else:
             exposition, content_type = self.metrics.exposition()
-            await _respond(send, 200, exposition, content_type)
+            await respond(send, 200, exposition, content_type)
 
 
 async def _peek(scope: Scope, receive: Receive) -> tuple[bytes, bool]:
@@ -164,10 +164,10 @@ async def _busy(send: Send, request: dict[str, Any]) -> None:
     error = {"code": SERVER_BUSY_CODE, "message": "the server is busy: too many runs in flight and queued",
              "data": {"retryable": True, "retry_after_s": RETRY_AFTER_S}}  # fmt: skip
     body = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": error}).encode()
-    await _respond(send, 503, body, "application/json", [(b"retry-after", str(RETRY_AFTER_S).encode())])
+    await respond(send, 503, body, "application/json", [(b"retry-after", str(RETRY_AFTER_S).encode())])
 
 
-async def _respond(
+async def respond(
     send: Send, status: int, body: bytes, content_type: str, headers: list[tuple[bytes, bytes]] | None = None
 ) -> None:
     all_headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode()),

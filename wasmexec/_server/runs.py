@@ -15,6 +15,7 @@ bounded, for each thread to write its audit line and give back its directories.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import secrets
 import threading
@@ -132,7 +133,10 @@ class ServerRun:
         self._samples_lock = threading.Lock()
         self.on_end: Callable[[ServerRun], None] | None = None
         """Told (on the run's thread) once the run has ended and its result is out (`LiveRuns`)."""
-        self._thread = threading.Thread(target=self._work, args=(sandbox, job), daemon=True, name="wasmexec-run")
+        # In the request's context: the run (and its audit lines) acts for the request's principal.
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(target=context.run, args=(self._work, sandbox, job), daemon=True,
+                                        name="wasmexec-run")  # fmt: skip
         self._deadline = time.monotonic() + job.limits.timeout_ms / 1000
 
     def start(self) -> None:

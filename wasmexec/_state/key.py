@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import stat
-from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -25,6 +23,7 @@ from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from wasmexec._exceptions import ConfigError
+from wasmexec._secretfile import read_secret_file
 
 #: The shortest secret accepted: 256 bits, AES-256's key size.
 MIN_SECRET_BYTES = 32
@@ -67,20 +66,7 @@ class StateKey:
         Raises:
             ConfigError: the file is missing, readable or writable by others, too large, or too short.
         """
-        path = Path(path)
-        try:
-            with open(path, "rb") as handle:
-                info = os.fstat(handle.fileno())
-                if not stat.S_ISREG(info.st_mode):
-                    raise ConfigError(f"state key file {path} is not a regular file")
-                if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-                    raise ConfigError(f"state key file {path} is readable or writable by others "
-                                      f"(mode {stat.S_IMODE(info.st_mode):o}); run `chmod 600 {path}`")  # fmt: skip
-                data = handle.read(MAX_KEY_FILE_BYTES + 1)
-        except OSError as exc:
-            raise ConfigError(f"cannot read state key file {path}: {exc.strerror or exc}") from None
-        if len(data) > MAX_KEY_FILE_BYTES:
-            raise ConfigError(f"state key file {path} is over {MAX_KEY_FILE_BYTES} bytes: not a key")
+        data = read_secret_file(path, "state key file", MAX_KEY_FILE_BYTES)
         secret = data.strip()
         if len(secret) < MIN_SECRET_BYTES:
             raise ConfigError(f"state key file {path} holds {len(secret)} bytes; at least {MIN_SECRET_BYTES} are "

@@ -41,7 +41,7 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from wasmexec._audit import AuditLog, digest
+from wasmexec._audit import AuditLog, digest, principal_field
 from wasmexec._calllog import CANCELLED
 from wasmexec._redact import Redactor
 from wasmexec._runstate import RunState
@@ -461,7 +461,8 @@ class Broker:
             fields["argument_digest"] = digest(arguments)
         try:
             self.audit.write("tool_call", run_id=run.run_id, trace_id=run.trace_id, code_digest=run.code_digest,
-                             server=server_id[:200], tool=tool_name[:200], **fields)  # fmt: skip
+                             server=server_id[:200], tool=tool_name[:200], **principal_field(run.principal),
+                             **fields)  # fmt: skip
         except OSError as exc:  # auditing must not break the call; say so once per run
             run.warnings.append(f"the audit log could not be written: {exc}")
 
