@@ -239,3 +239,20 @@ def test_a_state_past_its_runs_deadline_or_for_other_arguments_is_refused() -> N
     assert replay.read_state(json.dumps(store_state), {})["nonce"] == "n" * 24
     with pytest.raises(MCPError, match="Invalid or expired"):
         replay.read_state(json.dumps(store_state), {"code": "x"})
+
+
+def test_a_replays_vault_resolves_the_tokens_the_paused_run_handed_out() -> None:
+    from wasmexec._tools.pii import PiiVault
+
+    first = PiiVault("tokenize")
+    token = first.scrub("write to ada@example.com")[len("write to ") :]
+    again = PiiVault.imported(json.loads(json.dumps(first.export())), "tokenize")
+    assert again.tag == first.tag and again.restore({"to": token})[0] == {"to": "ada@example.com"}
+    assert again.scrub("bob@example.com") != token  # numbering goes on after the imported tokens
+    session = PiiVault("tokenize", tag=first.tag)
+    session.merge(first.export())
+    assert session.restore(token)[0] == "ada@example.com"
+    stranger = PiiVault("tokenize")
+    stranger.merge(first.export())  # another vault's export adds nothing
+    with pytest.raises(HostCallError):
+        stranger.restore(token)
