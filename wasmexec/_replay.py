@@ -44,8 +44,12 @@ from wasmexec._toolhost import HostCallError
 #: the shared store and the state carries its digest (a request header of a few hundred KiB is refused
 #: by many proxies; 64 KiB of state stays well within what clients and proxies pass along).
 MAX_INLINE_LOG_BYTES = 64 * 1024
-#: A run whose log grows past this (compressed) cannot pause by replay: the approval is refused with why.
+#: A run whose calls return more than this before an approval cannot pause by replay (the approval is
+#: refused with why): the host keeps the log in memory while the run goes, and a replay reads it back.
 MAX_LOG_BYTES = 32 * 1024 * 1024
+#: A log inflates to at most this (its JSON: the text above with escapes and keys; sealed by us, so this
+#: only bounds the work a corrupt store could cause).
+MAX_UNPACKED_BYTES = 8 * MAX_LOG_BYTES
 
 #: What a divergence error says to do.
 DIVERGED_HINT = (
@@ -135,6 +139,8 @@ class Journal:
     _open: dict[int, _Open] = field(default_factory=dict)
     _starts: dict[str, int] = field(default_factory=dict)
     _sample_starts: dict[str, int] = field(default_factory=dict)
+    _bytes: int = 0
+    """Text the log holds (outcomes and answers): over `MAX_LOG_BYTES` the run can no longer pause."""
     _approved_handle: int | None = None
     _approved_taken: bool = False
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -197,6 +203,7 @@ class Journal:
             call = self._open.pop(handle, None)
             if call is not None:
                 self._done[(call.key, call.occurrence)] = {**encode_outcome(outcome), **({"s": 1} if refused else {})}
+                self._bytes += len(outcome) if isinstance(outcome, str) else len(outcome.message) + len(outcome.hint)
             self._changed.notify_all()
 
     def wait_quiet(self, deadline: float) -> None:
@@ -226,6 +233,7 @@ class Journal:
             if isinstance(answer, str | dict):
                 with self._changed:
                     self._sampled[(key, occurrence)] = answer
+                    self._bytes += len(answer) if isinstance(answer, str) else len(str(answer.get("text", "")))
             return answer
 
         return sample
@@ -241,6 +249,9 @@ class Journal:
             call = self._open.get(handle)
             if call is None:
                 raise ValueError(f"call {handle} is not open")
+            if self._bytes > MAX_LOG_BYTES:  # checked before building it: the host never holds two copies
+                raise LogTooLarge(f"the run's calls returned {self._bytes} bytes before this approval; a run that "
+                                  f"is to pause for an approval may take at most {MAX_LOG_BYTES}")  # fmt: skip
             payload = {
                 "origin": self.origin,
                 "pending": [call.key, call.occurrence],
@@ -262,16 +273,19 @@ class Journal:
 
 def pack(payload: dict[str, Any]) -> bytes:
     """A snapshot as compressed JSON. Raises LogTooLarge."""
-    data = zlib.compress(json.dumps(payload, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass"))
-    if len(data) > MAX_LOG_BYTES:
-        raise LogTooLarge(f"the run's log of tool calls is {len(data)} bytes compressed (limit {MAX_LOG_BYTES})")
-    return data
+    text = json.dumps(payload, separators=(",", ":"), default=str).encode("utf-8", "surrogatepass")
+    if len(text) > MAX_UNPACKED_BYTES:
+        raise LogTooLarge(f"the run's log of tool calls is {len(text)} bytes (limit {MAX_UNPACKED_BYTES})")
+    return zlib.compress(text)
 
 
 def unpack(data: bytes) -> dict[str, Any]:
     """Raises ValueError for anything but a packed snapshot."""
+    inflate = zlib.decompressobj()
     try:
-        text = zlib.decompressobj().decompress(data, MAX_LOG_BYTES * 64)
+        text = inflate.decompress(data, MAX_UNPACKED_BYTES)
+        if inflate.unconsumed_tail:
+            raise ValueError(f"a packed log inflates past {MAX_UNPACKED_BYTES} bytes")
         payload = json.loads(text.decode("utf-8", "surrogatepass"))
     except (zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"not a packed log: {exc}") from None

@@ -256,3 +256,25 @@ def test_a_replays_vault_resolves_the_tokens_the_paused_run_handed_out() -> None
     stranger.merge(first.export())  # another vault's export adds nothing
     with pytest.raises(HostCallError):
         stranger.restore(token)
+
+
+def test_a_run_whose_calls_returned_too_much_cannot_pause_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wasmexec import _replay
+
+    monkeypatch.setattr(_replay, "MAX_LOG_BYTES", 1000)
+    journal = Journal()
+    journal.start(1, "s", "big", "tool", {})
+    journal.done(1, "x" * 1001)
+    journal.start(2, "s", "launch", "tool", {})
+    with pytest.raises(_replay.LogTooLarge, match="at most 1000"):
+        journal.snapshot(2)
+
+
+def test_a_packed_log_that_inflates_past_its_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import zlib
+
+    from wasmexec import _replay
+
+    monkeypatch.setattr(_replay, "MAX_UNPACKED_BYTES", 1000)
+    with pytest.raises(ValueError, match="inflates past"):
+        unpack(zlib.compress(b"[" + b" " * 5000 + b"]"))

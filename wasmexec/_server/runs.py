@@ -27,6 +27,7 @@ from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
 from wasmexec._server.streaming import OutputStream
+from wasmexec._toolhost import HostCallError
 from wasmexec._tools.approval import asking_handle
 from wasmexec._tools.pii import PiiVault
 from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
@@ -217,10 +218,11 @@ class ServerRun:
                     snapshot["vault"] = self.pii_vault.export()
                 packed = pack(snapshot)
             except (LogTooLarge, ValueError) as exc:
-                self.warnings.append(f"an approval could not be asked, so the call was refused: {exc}")
                 with self._pause_lock:
                     self._pausing = False
-                return False
+                raise HostCallError("denied", f"the approval could not be asked, so the call was refused: {exc}",
+                                    "Have calls before one that needs approval return less (filter, page), or "
+                                    "pre-approve the tool on the host.") from None  # fmt: skip
             journal.paused_on = handle
             self._events.put(Approval(request, packed))
         self._released.wait(self.remaining())

@@ -130,6 +130,9 @@ async def settle(
         approver = functools.partial(_ask, run.approver, request, handle)
         try:
             accepted = await anyio.to_thread.run_sync(approver, abandon_on_cancel=True) is True
+        except HostCallError as refusal:  # the approver could not ask, and says why
+            run.approvals.append("DENIED")
+            return "not_asked", refusal
         except Exception:  # an approver that fails has not approved
             accepted = False
         if journal is not None and journal.paused_on is not None:  # the run ends here; its replay asks again
