@@ -94,6 +94,8 @@ async def _send(url: str, arguments: dict[str, Any], state: str | None = None, a
     answer = ElicitResult(action="accept", content={"approve": True}) if approve else ElicitResult(action="decline")
     async with Client(url, elicitation_callback=_unused) as client:
         assert client.protocol_version.startswith("2026")
+        if "session_id" in arguments:
+            await client.list_tools()  # the session id also travels in a header the listing declares
         try:
             return await client.session.call_tool("run_python", arguments, allow_input_required=True,
                                                    input_responses={"approval": answer} if state else None,
@@ -311,3 +313,25 @@ def test_a_paused_approval_holds_no_run_slot(shared: dict[str, Any]) -> None:
         other, finished = _run(body)
     assert data_of(_result(other)) == "ran while the approval waits"
     assert data_of(_result(finished))["launched"] == "slot" and _calls(shared, "launch", name="slot") == 1
+
+
+def test_a_paused_run_in_a_session_is_replayed_on_the_sessions_files_and_the_session_goes_on(
+    shared: dict[str, Any], pair: tuple[str, str]
+) -> None:
+    code = """
+import servers.counter as c
+with open("notes.txt", "a") as f:
+    f.write("x")
+await c.launch(name="in-session")
+result = open("notes.txt").read()
+"""
+
+    async def body() -> tuple[Any, Any]:
+        opened = _result(await _send(pair[0], {"code": "open('notes.txt', 'w').write('start:')", "session": True}))
+        arguments = _arguments(code, session_id=opened["session_id"])
+        state = _paused(await _send(pair[0], arguments))  # the paused run kept nothing in the session
+        return _result(await _send(pair[0], arguments, state)), opened["session_id"]
+
+    result, session_id = _run(body)
+    assert data_of(result) == "start:x" and result["session_id"] == session_id
+    assert _calls(shared, "launch", name="in-session") == 1

@@ -233,6 +233,12 @@ class ServerRun:
         self.control.stop()
         self._released.set()
 
+    def wait_ended(self, reporter: Callable[[str], None]) -> None:
+        """After `end_paused`: blocks until the run is over (a sampling question meanwhile is refused)."""
+        while not isinstance(event := self.drive(reporter), Done):
+            if isinstance(event, Sample):
+                event.answer(HostCallError("unavailable", "the run paused for an approval"))
+
     def _sample(self, request: dict[str, Any]) -> dict[str, Any]:
         """The run's sampler (on its own thread): hands the request to the driving request, waits for the answer."""
         event = Sample(request)

@@ -439,7 +439,10 @@ class RunPythonServer:
             event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
             while not isinstance(event, Done):
                 if ctx.protocol_version.startswith("2026"):
-                    return self._input_required(ctx, run, event)
+                    answer = self._input_required(ctx, run, event)
+                    if isinstance(event, Approval):  # the run ends: its session and slot are free before the retry
+                        await anyio.to_thread.run_sync(run.wait_ended, report, abandon_on_cancel=True)
+                    return answer
                 if isinstance(event, sampling.Sample):
                     asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
                 else:
