@@ -50,7 +50,9 @@ from wasmexec._sampling import Sampling
 from wasmexec._toolhost import HostCallError, ToolHost
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future  # only a type here: importing it costs every start 8 ms
+    from concurrent.futures import Future
+
+    from wasmexec._replay import Journal  # only a type here: importing it costs every start 8 ms
 
 #: Why a run stopped early: a limit, or a blocking WASI wait the host refused.
 
@@ -136,6 +138,9 @@ class RunState:
     approvals: list[str] = field(default_factory=list)
     """"APPROVED" or "DENIED", one per call that needed approval or was approved in advance; appended
     by the broker's event-loop thread (`approval.settle`), read by the run thread after `finish`."""
+    journal: Journal | None = None
+    """The journal of its calls when the server may pause it by replay, or it is a replay
+    (`wasmexec._replay`); set before the run starts."""
     limits_hit: set[str] = field(default_factory=set)
     """Limits a host call reported to the guest (`limit-exceeded` errors): the host can vouch for
     them when the guest's report says one fired. Written on the run thread (see `hostcalls`)."""

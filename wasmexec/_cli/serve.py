@@ -133,6 +133,14 @@ def add_serve_parser(commands: Any) -> None:
     sessions.add_argument("--sessions-mb", type=int_option(1), default=DEFAULT_MAX_SESSION_BYTES // _MIB,
                           metavar="N", help="MiB all sessions may hold together "
                           f"(default {DEFAULT_MAX_SESSION_BYTES // _MIB})")  # fmt: skip
+    # Approvals by replay need these two; the state helper owns them (same names), the integrator keeps one block.
+    state = serve.add_argument_group("state shared by replicas (docs/deploy.md)")
+    state.add_argument("--state-dir", type=Path, metavar="DIR",
+                       help="keep what any replica may need later here (approval records); give every replica the "
+                       "same DIR (default: none, approvals are kept by this process only)")  # fmt: skip
+    state.add_argument("--state-key-file", type=Path, metavar="FILE",
+                       help="the state key: at least 32 bytes, readable by its owner only (e.g. `openssl rand -hex 32 "
+                       "> FILE`), the same on every replica (default: a key of this process only)")  # fmt: skip
     serve.set_defaults(handler=command_serve, parser=serve)
 
 
@@ -238,8 +246,13 @@ def _sessions_dir() -> Path:
 
 def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:
     from wasmexec._server.server import ServeOptions
+    from wasmexec._state.directory import StateDir
+    from wasmexec._state.key import StateKey
 
+    key = StateKey.from_file(args.state_key_file) if args.state_key_file is not None else StateKey.ephemeral()
     return ServeOptions(
+        state=StateDir(args.state_dir, key) if args.state_dir is not None else None,
+        state_key=key,
         limits=limits,
         sessions_dir=_sessions_dir() if args.max_sessions > 0 else None,
         session_ttl_s=float(args.session_ttl),

@@ -31,6 +31,7 @@ from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
 if TYPE_CHECKING:
     import anyio
 
+    from wasmexec._replay import Journal
     from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._tools.pii import PiiVault
 
@@ -243,6 +244,7 @@ class Sandbox:
         skills: str | os.PathLike[str] | None = None,
         pii_vault: PiiVault | None = None,
         sampler: Sampler | None = None,
+        journal: Journal | None = None,
     ) -> RunResult:
         """Runs `code` on the calling thread and returns the run result.
 
@@ -254,7 +256,9 @@ class Sandbox:
         ``{"prompt", "system", "max_tokens"}``, secrets redacted, it returns the answer's text or
         ``{"text", "tokens"?, "model"?}``; without one, ``llm.ask`` raises SamplingUnavailableError.
         `pii_vault` carries PII tokens over from earlier runs (a session's); by default the tool
-        host makes a fresh one per run (see `wasmexec._tools.pii`).
+        host makes a fresh one per run (see `wasmexec._tools.pii`). `journal` records the run's
+        calls, or answers them from an earlier run's log (the server's approvals by replay,
+        `wasmexec._replay`).
 
         Files: the code runs in ``/workspace`` (its working directory; ``/tmp`` is there too), by
         default a fresh private directory removed after the run. `files` copies inputs in first:
@@ -285,6 +289,9 @@ class Sandbox:
         state = self._new_state(limits, sampler)
         state.approver, state.progress, state.on_output = approver, progress, on_output
         state.pii_vault = pii_vault
+        if journal is not None:
+            state.journal = journal
+            journal.origin = journal.origin or state.run_id
         files_in = self._new_workspace(state.limits, files, workspace, skills)
         if control is not None:
             control.attach(state)

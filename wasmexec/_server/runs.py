@@ -27,12 +27,14 @@ from typing import Any
 
 from wasmexec._envelope import Diagnostic, RunResult
 from wasmexec._limits import Limits
+from wasmexec._replay import DIVERGED_HINT, Journal, LogTooLarge, pack
 from wasmexec._sampling import NO_CLIENT_SAMPLING, refusing_sampler
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
 from wasmexec._server.streaming import OutputStream
 from wasmexec._toolhost import HostCallError
+from wasmexec._tools.approval import asking_handle
 from wasmexec._tools.pii import PiiVault
 from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
 
@@ -48,6 +50,9 @@ class Approval:
     """The run waits for the user to approve a call (the broker's approval request)."""
 
     request: dict[str, Any]
+    snapshot: bytes | None = None
+    """2026 era: the run pauses by replay (`wasmexec._replay`): its packed journal, for the retry to
+    replay on any replica. The run ends once the request has taken it."""
 
 
 @dataclass(frozen=True)
@@ -110,11 +115,21 @@ class ServerRun:
         can_sample: bool = False,
         ticket: Ticket | None = None,
         session: SessionRun | None = None,
+        journal: Journal | None = None,
+        pii_vault: PiiVault | None = None,
     ) -> None:
+        """`journal`: the run pauses for approvals by replay (2026 era), or is such a replay."""
         self.caller = caller
         self.warnings = warnings
         self.session = session
+        self.journal = journal
+        self.pii_vault = pii_vault if pii_vault is not None else session.pii_vault if session is not None else None
         self.control = RunControl()
+        if journal is not None:
+            journal.on_diverge = lambda reason: self.control.stop()
+        self._pausing = False
+        self._pause_lock = threading.Lock()
+        self._released = threading.Event()
         self.output = OutputStream(sandbox.redactor)
         """Printed output not yet streamed to the client."""
         self._ticket = ticket if ticket is not None else own_slot()
@@ -143,8 +158,11 @@ class ServerRun:
         self._thread.start()
 
     def _work(self, sandbox: Sandbox, job: Job) -> None:
-        approver = self._approve if self._can_ask else None  # None: such calls are denied with a hint
+        approve = self._approve if self.journal is None else self._pause
+        approver = approve if self._can_ask else None  # None: such calls are denied with a hint
         sampler = self._sample if self._can_sample else refusing_sampler(*NO_CLIENT_SAMPLING)
+        if self.journal is not None:
+            sampler = self.journal.sampler(sampler)
         result: RunResult | BaseException
         with self._ticket:  # queued until a run slot is free (`wasmexec._server.admission`)
             workspace: Path | None = None
@@ -153,8 +171,10 @@ class ServerRun:
                     workspace = self.session.store.checkout(self.session.session)
                 result = sandbox.run_sync(job.code, job.limits, approver=approver, progress=self._progress,
                                           sampler=sampler, control=self.control, on_output=self.output.feed,
-                                          files=job.files, workspace=workspace,
-                                          pii_vault=self.session.pii_vault if self.session else None)  # fmt: skip
+                                          files=job.files, workspace=workspace, pii_vault=self.pii_vault,
+                                          journal=self.journal)  # fmt: skip
+                if self.journal is not None and self.journal.diverged is not None:
+                    result = diverged(result, self.journal.diverged)
             except BaseException as exc:  # reported to the request, never lost in a thread
                 result = exc
             finally:
@@ -232,6 +252,45 @@ class ServerRun:
             with self._asking:
                 self._questions -= 1
                 self._asking.notify_all()
+
+    def _pause(self, request: dict[str, Any]) -> bool:
+        """The 2026-era approver (on the approver's thread): once the calls in flight have ended (so the
+        journal holds every call that reached a server), hands the journal to the driving request,
+        which answers the client and ends the run; the retry replays it (`wasmexec._replay`).
+        Other calls asking meanwhile wait with it: the replay asks them again."""
+        handle = asking_handle()
+        journal = self.journal
+        assert journal is not None
+        with self._pause_lock:
+            first, self._pausing = not self._pausing, True
+        if first and handle is not None:
+            journal.wait_quiet(self._deadline)
+            try:
+                snapshot = journal.snapshot(handle)
+                if self.pii_vault is not None and self.pii_vault.active:
+                    snapshot["vault"] = self.pii_vault.export()
+                packed = pack(snapshot)
+            except (LogTooLarge, ValueError) as exc:
+                with self._pause_lock:
+                    self._pausing = False
+                raise HostCallError("denied", f"the approval could not be asked, so the call was refused: {exc}",
+                                    "Have calls before one that needs approval return less (filter, page), or "
+                                    "pre-approve the tool on the host.") from None  # fmt: skip
+            journal.paused_on = handle
+            self._events.put(Approval(request, packed))
+        self._released.wait(self.remaining())
+        return False
+
+    def end_paused(self) -> None:
+        """The request has taken the pause (2026 era): the run ends now, its slot and thread with it."""
+        self.control.stop()
+        self._released.set()
+
+    def wait_ended(self, reporter: Callable[[str], None]) -> None:
+        """After `end_paused`: blocks until the run is over (a sampling question meanwhile is refused)."""
+        while not isinstance(event := self.drive(reporter), Done):
+            if isinstance(event, Sample):
+                event.answer(HostCallError("unavailable", "the run paused for an approval"))
 
     def _sample(self, request: dict[str, Any]) -> dict[str, Any]:
         """The run's sampler (on its own thread): hands the request to the driving request, waits for the answer."""
@@ -320,8 +379,20 @@ class LiveRuns:
         return all([run.join(max(0.0, deadline - time.monotonic())) for run in runs])
 
 
+def diverged(result: RunResult, reason: str) -> RunResult:
+    """A replay that did not repeat the first run: an error result that says so (no call diverging ran)."""
+    result["result"] = {"ok": False, "metrics": result["result"]["metrics"], "error": {
+        "type": "ReplayDivergedError", "retryable": False,
+        "message": f"the approval could not be finished: {reason}"}}  # fmt: skip
+    result["diagnostics"].append({"severity": "error", "code": "REPLAY_DIVERGED", "message": reason,
+                                  "hint": DIVERGED_HINT})  # fmt: skip
+    return result
+
+
 class PausedRuns:
-    """Runs waiting for a client's retry, by an unguessable token bound to the client's session."""
+    """Runs waiting in this process for a client's retry (2026-era sampling), by an unguessable token.
+
+    The token travels inside the sealed `request_state`, bound to the caller and the request."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

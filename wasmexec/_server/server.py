@@ -26,6 +26,8 @@ one definition of what a call may send), so a call can lower a limit, never rais
 from __future__ import annotations
 
 import json
+import tempfile
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -60,9 +62,10 @@ from mcp.types import (
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._profiles import Profile, profile_of
+from wasmexec._replay import Journal
 from wasmexec._sandbox.result import notice_result
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
-from wasmexec._server import sampling
+from wasmexec._server import replay, sampling
 from wasmexec._server.admission import DEFAULT_MAX_QUEUED_RUNS, Admission, busy_result
 from wasmexec._server.callers import caller_key
 from wasmexec._server.description import description, input_schema
@@ -71,6 +74,7 @@ from wasmexec._server.resources import ArtifactResources
 from wasmexec._server.runs import Approval, Done, Job, LiveRuns, PausedRuns, ServerRun, SessionRun, session_ended
 from wasmexec._server.shutdown import STOP_GRACE_S
 from wasmexec._server.streaming import LogLevels, sender, streamed
+from wasmexec._state.approvals import ApprovalStore, InUse, Recorded, Refused
 from wasmexec._state.directory import StateDir
 from wasmexec._state.key import StateKey
 from wasmexec._toolhost import internal_error
@@ -181,6 +185,14 @@ class RunPythonServer:
         self._paused = PausedRuns()
         self.runs = LiveRuns()
         """Every run not yet ended: `close` stops them."""
+        self._approvals_dir: tempfile.TemporaryDirectory[str] | None = None
+        if self.options.state is not None:
+            approvals_root = self.options.state.approvals
+        else:  # one process, no shared store: a private directory that goes with the server
+            self._approvals_dir = tempfile.TemporaryDirectory(prefix="wasmexec-approvals-")
+            approvals_root = Path(self._approvals_dir.name)
+        self.approvals = ApprovalStore(approvals_root, self.options.state_key)
+        """Single-use states, approved calls' outcomes, large logs (`wasmexec._state.approvals`)."""
         self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
         self.log_levels = LogLevels()
         self.resources = ArtifactResources(self.sandbox.artifacts)
@@ -210,6 +222,8 @@ class RunPythonServer:
         ended = self.runs.stop_all(grace_s)
         if self.sessions is not None:
             self.sessions.close()
+        if self._approvals_dir is not None:
+            self._approvals_dir.cleanup()
         return ended
 
     def lowlevel(self) -> Server[Any]:
@@ -225,6 +239,8 @@ class RunPythonServer:
             instructions="Use run_python to run Python that discovers and calls the configured tools.",
         )
         self.log_levels.install(server)  # streamed output as log notifications (`wasmexec._server.streaming`)
+        # Seals every request_state the server hands out and checks every one it gets back.
+        server.middleware.append(replay.boundary(self.options.state_key, self.options.limits.timeout_ms / 1000))
         return server
 
     async def list_tools(self, ctx: Context, params: PaginatedRequestParams | None) -> ListToolsResult:
@@ -244,18 +260,49 @@ class RunPythonServer:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name!r}; this server has only {TOOL_NAME!r}")
         caller = caller_key(ctx)
         if params.request_state:
-            run = self._paused.resume(params.request_state, caller)
-            if run is None:
-                raise MCPError(INVALID_PARAMS, "run_python: unknown or expired request_state; call run_python again")
-            responses = params.input_responses or {}
-            if isinstance(run.pending, list):
-                sampling.answer_all(run.pending, responses)
-            else:
-                run.answer(_approved(responses))
-            return await self._drive(ctx, run)
+            return await self._retry(ctx, params, caller)
         job = self.arguments(params.arguments or {})
         if job.end_session and not job.code.strip():
             return await anyio.to_thread.run_sync(self._end_without_run, job, caller)
+        return await self._run(ctx, job, caller)
+
+    async def _retry(
+        self, ctx: Context, params: CallToolRequestParams, caller: str | None
+    ) -> CallToolResult | InputRequiredResult:
+        """A 2026-era retry: its state was unsealed and checked by the boundary (`wasmexec._server.replay`)."""
+        state = replay.read_state(params.request_state or "", params.arguments)
+        responses = params.input_responses or {}
+        if state["kind"] == "resume":  # a sampling question, waiting in this process
+            run = self._paused.resume(state["token"], caller)
+            if run is None:
+                raise replay.invalid("no such paused run in this process")
+            if isinstance(run.pending, list):
+                sampling.answer_all(run.pending, responses)
+            return await self._drive(ctx, run)
+        try:
+            claim = await anyio.to_thread.run_sync(self.approvals.claim, state["nonce"], state["deadline"])
+        except (InUse, Refused, OSError) as exc:
+            raise replay.invalid(f"state {type(exc).__name__}: {exc}") from None
+        if isinstance(claim, Recorded):  # a second retry of a state already used: its answer, nothing runs
+            return replay.recorded(claim.result)
+        try:
+            snapshot = replay.payload(self.approvals, state)
+            try:
+                journal = Journal.replaying(snapshot, _approved(responses), claim)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise replay.invalid(f"log: {exc}") from None
+            job = self.arguments(params.arguments or {})
+            answer = await self._run(ctx, job, caller, journal, snapshot.get("vault"))
+            if isinstance(answer, InputRequiredResult) or answer.structured_content is not None:
+                await anyio.to_thread.run_sync(claim.finish, replay.record(answer))
+            return answer  # anything else (busy, a session in use): the state stays usable
+        finally:
+            claim.release()
+
+    async def _run(
+        self, ctx: Context, job: Job, caller: str | None, journal: Journal | None = None, vault: Any = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Runs a job (a new call, or the replay of a paused one with its `journal` and PII `vault`)."""
         ticket = self.admission.admit()
         if ticket is None:
             return busy_result(self.admission)
@@ -271,9 +318,12 @@ class RunPythonServer:
                 return CallToolResult(content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True)
             try:
                 can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
+                if journal is None and can_ask and ctx.protocol_version.startswith("2026"):
+                    journal = Journal()  # approvals pause by replay
                 warnings = await self._connect(job.servers)
                 run = ServerRun(self.sandboxes[job.profile], job, caller=caller, warnings=warnings, can_ask=can_ask,
-                                session=session, can_sample=sampling.client_can_sample(ctx), ticket=ticket)  # fmt: skip
+                                session=session, can_sample=sampling.client_can_sample(ctx), ticket=ticket,
+                                journal=journal, pii_vault=self._run_vault(session, journal, vault))  # fmt: skip
                 await ctx.session.report_progress(0, None, "running")
             except BaseException:  # cancelled before the run started: the session is free again
                 if session is not None:
@@ -329,6 +379,19 @@ class RunPythonServer:
             session.vault = PiiVault(self.broker.pii)
         return session.vault
 
+    def _run_vault(self, session: SessionRun | None, journal: Journal | None, exported: Any) -> PiiVault | None:
+        """A run's PII vault: its session's; for a run that may pause by replay, one the pause can carry;
+        for a replay, the paused run's tokens again (so the tokens its logged answers hold resolve)."""
+        if self.broker is None or self.broker.pii == "off":
+            return None
+        if session is not None:
+            if session.pii_vault is not None:
+                session.pii_vault.merge(exported)
+            return session.pii_vault
+        if journal is None:
+            return None  # the tool host makes one
+        return PiiVault.imported(exported, self.broker.pii) if exported is not None else PiiVault(self.broker.pii)
+
     def _end_without_run(self, job: Job, caller: str | None) -> CallToolResult:
         """`end_session` with no code: the session ends at once (idempotent: an unknown one is no error)."""
         assert self.sessions is not None and job.session_id is not None  # checked in `arguments`
@@ -383,7 +446,10 @@ class RunPythonServer:
             event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
             while not isinstance(event, Done):
                 if ctx.protocol_version.startswith("2026"):
-                    return self._input_required(run, event)
+                    answer = self._input_required(ctx, run, event)
+                    if isinstance(event, Approval):  # the run ends: its session and slot are free before the retry
+                        await anyio.to_thread.run_sync(run.wait_ended, report, abandon_on_cancel=True)
+                    return answer
                 if isinstance(event, sampling.Sample):
                     asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
                 else:
@@ -403,16 +469,23 @@ class RunPythonServer:
         content = [TextContent(type="text", text=render_text(result)), *self.resources.content(result)]
         return CallToolResult(content=content, structured_content=dict(result))
 
-    def _input_required(self, run: ServerRun, event: Approval | sampling.Sample) -> InputRequiredResult:
-        """The 2026-era way to ask: pause the run and let the client retry with the answer."""
+    def _input_required(self, ctx: Context, run: ServerRun, event: Approval | sampling.Sample) -> InputRequiredResult:
+        """The 2026-era way to ask: the client retries with the answer. An approval ends the run (the retry
+        replays it, on any replica); a sampling question waits in this process."""
         if isinstance(event, sampling.Sample):
             run.pending = samples = [event, *run.queued_samples()]
             requests = sampling.input_requests(samples)
-            return InputRequiredResult(input_requests=requests, request_state=self._paused.pause(run))
-        run.pending = event
+            return InputRequiredResult(input_requests=requests,
+                                       request_state=replay.resume_state(self._paused.pause(run)))  # fmt: skip
+        assert event.snapshot is not None  # 2026-era runs that can ask have a journal
+        arguments = ctx.params.get("arguments") if ctx.params is not None else None
+        try:
+            state = replay.pause_state(self.approvals, event.snapshot, time.time() + run.remaining(), arguments)
+        finally:
+            run.end_paused()
         question = ElicitRequest(params=ElicitRequestFormParams(message=_question(event.request),
                                                                 requested_schema=APPROVAL_SCHEMA))  # fmt: skip
-        return InputRequiredResult(input_requests={"approval": question}, request_state=self._paused.pause(run))
+        return InputRequiredResult(input_requests={"approval": question}, request_state=state)
 
     async def _connect(self, servers: list[str]) -> list[str]:
         """Connects the servers the code says it will use; returns a warning per one unavailable."""

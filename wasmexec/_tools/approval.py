@@ -21,8 +21,11 @@ Python approver finds it under ``"question"`` in the request it is given.
 
 from __future__ import annotations
 
+import functools
 import json
+import threading
 import unicodedata
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -94,11 +97,15 @@ def approval_request(
 
 
 async def settle(
-    run: RunState, entry: ToolEntry, arguments: dict[str, Any], decision: Decision, redactor: Redactor
-) -> tuple[str, HostCallError | None]:
+    run: RunState, entry: ToolEntry, arguments: dict[str, Any], decision: Decision, redactor: Redactor,
+    handle: int = 0,
+) -> tuple[str, HostCallError | None]:  # fmt: skip
     """(the audit's approval word, the refusal if the call may not go ahead).
 
-    Words: "not_required", "pre_approved", "approved", "denied", "no_one_to_ask", "too_large_to_show".
+    Words: "not_required", "pre_approved", "approved", "denied", "no_one_to_ask", "too_large_to_show",
+    "paused" (the run ended to be replayed with the answer, 2026 era). In a replayed run
+    (`wasmexec._replay`), the call the run paused on takes the answer the user gave with the
+    retry, without asking again.
     """
     if decision in ("allow", "deny"):
         return "not_required", None
@@ -114,17 +121,48 @@ async def settle(
     except HostCallError as refusal:
         run.approvals.append("DENIED")
         return "too_large_to_show", refusal
-    # Not approved until the answer says so: a run that ends while the question is out (cancelled, or its
-    # server shutting down) is reported DENIED, whichever of the answer and the run's end comes first.
-    index = len(run.approvals)
-    run.approvals.append("DENIED")
-    try:
-        accepted = await anyio.to_thread.run_sync(run.approver, request, abandon_on_cancel=True) is True
-    except Exception:  # an approver that fails has not approved
-        accepted = False
-    if accepted:
-        run.approvals[index] = "APPROVED"
+    journal = run.journal
+    if journal is not None and journal.is_approved(handle):
+        accepted = journal.answer
+        run.approvals.append("APPROVED" if accepted else "DENIED")
+    else:
+        if journal is not None:
+            journal.asking(handle)
+        # Not approved until the answer says so: a run that ends while the question is out (cancelled, paused
+        # for a replay, or its server shutting down) is reported DENIED, whichever of the answer and the end
+        # comes first.
+        index = len(run.approvals)
+        run.approvals.append("DENIED")
+        approver = functools.partial(_ask, run.approver, request, handle)
+        try:
+            accepted = await anyio.to_thread.run_sync(approver, abandon_on_cancel=True) is True
+        except HostCallError as refusal:  # the approver could not ask, and says why
+            return "not_asked", refusal
+        except Exception:  # an approver that fails has not approved
+            accepted = False
+        if journal is not None and journal.paused_on is not None:  # the run ends here; its replay asks again
+            return "paused", HostCallError("denied", "the run paused for the user's approval")
+        if accepted:
+            run.approvals[index] = "APPROVED"
     return ("approved", None) if accepted else ("denied", _not_approved(entry, "denied"))
+
+
+_asking = threading.local()
+
+
+def _ask(approver: Callable[[dict[str, Any]], bool], request: dict[str, Any], handle: int) -> bool:
+    _asking.handle = handle
+    try:
+        return approver(request)
+    finally:
+        _asking.handle = None
+
+
+def asking_handle() -> int | None:
+    """The handle of the call an approver running on this thread is asked about (a server pausing
+    the run by replay needs it; the request itself stays what Python approvers have always seen)."""
+    handle: int | None = getattr(_asking, "handle", None)
+    return handle
 
 
 def _not_approved(entry: ToolEntry, approval: str) -> HostCallError:

@@ -11,11 +11,14 @@ Every call attempt, refused or not, leaves one `tool_trace` entry (`run.calls`) 
 one audit line (digests and sizes, never arguments or results) with::
 
     outcome   "ok"; "cancelled" (the run ended, or its deadline passed, before the
-              answer); or the error kind ("invalid-argument", "not-found", "denied",
+              answer); "paused" (see approval); "replayed" (a replay answered it from
+              the log of the run it replays, `replay_of`, without calling the server;
+              `logged_outcome` says how it ended then); or the error kind ("invalid-argument", "not-found", "denied",
               "limit-exceeded", "unavailable", "tool-error", "authentication", ...)
     approval  "not_required"; "pre_approved" (by --approve or the policy's
               pre_approved globs); "approved" / "denied" (the user's answer);
-              "asked" (the run ended before the answer); "no_one_to_ask";
+              "asked" (the run ended before the answer); "paused" (the run ended
+              to be replayed with the answer, 2026 era); "no_one_to_ask";
               "too_large_to_show" (refused: the question would be cut); "not_asked"
               (refused before approval came up)
 
@@ -44,6 +47,7 @@ import anyio.to_thread
 from wasmexec._audit import AuditLog, digest, principal_field
 from wasmexec._calllog import CANCELLED
 from wasmexec._redact import Redactor
+from wasmexec._replay import DIVERGED_HINT
 from wasmexec._runstate import RunState
 from wasmexec._toolhost import SPEC_VERSION, CallKind, HostCallError, encode_payload, internal_error
 from wasmexec._tools import approval, mcp_errors, resources
@@ -316,6 +320,8 @@ class Broker:
     def start_call(
         self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
     ) -> None:
+        if run.journal is not None and self._from_journal(run, handle, server_id, tool_name, kind, arguments):
+            return
         entry: ToolEntry | None = None
         given = Given({})
         try:
@@ -332,6 +338,8 @@ class Broker:
             names = (entry.server_id, entry.tool_name) if entry is not None else (server_id, tool_name)
             run.calls.refused(handle, *names, f"{error.kind}: {error.message}")
             self._audit(run, *names, arguments, outcome=error.kind, approval="not_asked")
+            if run.journal is not None:
+                run.journal.done(handle, error, refused=True)
             raise error from None
         if run.progress is not None:
             run.progress(f"calling {entry.server_id}.{entry.tool_name}")
@@ -339,7 +347,42 @@ class Broker:
         call = _Call(run, handle, entry, arguments, given, kind)
         future: Future[str] = self.portal.start_task_soon(self._call, call, decision)
         run.track(future)
-        future.add_done_callback(lambda done: run.complete(handle, _outcome(done)))
+        future.add_done_callback(lambda done: _completed(run, handle, _outcome(done)))
+
+    def _from_journal(
+        self, run: RunState, handle: int, server_id: str, tool_name: str, kind: CallKind, arguments: Any
+    ) -> bool:
+        """A replayed run (`wasmexec._replay`): answers a logged call from the log, without its server
+        (True); refuses a call that diverges from the log; leaves the others to run (False)."""
+        journal = run.journal
+        assert journal is not None
+        verdict, logged = journal.start(handle, server_id, tool_name, kind, arguments)
+        if verdict in ("live", "approved"):
+            return False
+        try:  # the names the first run traced (the catalog maps what the guest wrote)
+            entry = self.catalog_for(run).tool(server_id, tool_name) if kind not in resources.OPERATIONS else None
+            names = (entry.server_id, entry.tool_name) if entry is not None else (server_id, tool_name)
+        except Exception:
+            names = (server_id, tool_name)
+        if verdict == "diverged":
+            error = HostCallError("denied", f"replay diverged: {journal.diverged}", DIVERGED_HINT)
+            run.calls.refused(handle, *names, f"{error.kind}: {error.message}")
+            self._audit(run, *names, arguments, outcome="replay_diverged", approval="not_asked",
+                        replay_of=journal.origin)  # fmt: skip
+            raise error
+        outcome, refused = logged
+        failed = outcome if isinstance(outcome, HostCallError) else None
+        self._audit(run, *names, arguments, outcome="replayed", approval="not_asked", replay_of=journal.origin,
+                    logged_outcome="ok" if failed is None else failed.kind)  # fmt: skip
+        if refused and failed is not None:
+            run.calls.refused(handle, *names, f"{failed.kind}: {failed.message}")
+            raise failed
+        run.calls.open(handle, *names)
+        run.calls.record(
+            handle, ok=failed is None, error=None if failed is None else f"{failed.kind}: {failed.message}"
+        )
+        run.complete(handle, outcome)
+        return True
 
     def _admit(self, run: RunState, entry: ToolEntry, module: str, arguments: Any, given: Given) -> Decision:
         """The checks before a call starts: its shape, the policy's cap and globs, the schema."""
@@ -365,10 +408,16 @@ class Broker:
             call.approval = "asked"  # until the answer comes: a run that ends meanwhile leaves it so
         try:
             call.approval, refusal = await approval.settle(call.run, call.entry, call.arguments, decision,
-                                                           self.redactor)  # fmt: skip
+                                                           self.redactor, call.handle)  # fmt: skip
             if refusal is not None:
                 raise refusal
             await self._wait_for_rate(call.run, call.entry)
+            recorded = await self._approved_before(call)
+            if recorded is not None:  # the approved call already ran (a second retry): never again
+                if isinstance(recorded, HostCallError):
+                    raise recorded
+                self._end(call, text=recorded)
+                return recorded
             if call.kind in resources.OPERATIONS:
                 answer = await self.pool.request(call.entry.server_id, f"asking {call.entry.tool_name}",
                                                  lambda client: resources.send(client, call.kind, call.arguments,
@@ -383,6 +432,9 @@ class Broker:
             if call.shape is not None:  # written beside the answer, not before it (the file lock may wait)
                 self._store_shape(call.entry, call.shape)
         except anyio.get_cancelled_exc_class():
+            journal = call.run.journal
+            if journal is not None and call.approval == "asked" and journal.paused_on is not None:
+                call.approval = "paused"  # the run paused for this answer; a replay of it gets the call
             self._end(call, cancelled=True)
             raise
         except Exception as exc:
@@ -445,14 +497,48 @@ class Broker:
         if delay > 0:
             await anyio.sleep(delay)
 
+    async def _approved_before(self, call: _Call) -> str | HostCallError | None:
+        """For the call a replay's user answered: records its start in the shared store before it runs
+        (None: go ahead), or gives its recorded outcome; an error if a replica that died had started it."""
+        journal = call.run.journal
+        if journal is None or journal.guard is None or not journal.is_approved(call.handle):
+            return None
+        recorded = await anyio.to_thread.run_sync(journal.guard.before_call)
+        if recorded is None:
+            call.guarded = True
+            return None
+        if isinstance(recorded, str | HostCallError):
+            call.recorded = True
+            return recorded
+        name = approval.visible(f"{call.entry.server_id}.{call.entry.tool_name}")
+        return HostCallError(
+            "unavailable", f"the approved call to {name} was started by a replica that stopped before recording "
+            "how it ended: it may have run, so it is not run again",
+            "Check whether it took effect, then call run_python again if it is still needed.",
+        )  # fmt: skip
+
     def _end(self, call: _Call, *, text: str = "", error: HostCallError | None = None, cancelled: bool = False) -> None:
         """Writes the call's trace entry and audit line; a call the run already closed stays cancelled."""
+        journal = call.run.journal
+        if call.guarded and not cancelled and journal is not None and journal.guard is not None:
+            try:
+                journal.guard.after_call(error if error is not None else text)
+            except Exception as exc:  # the outcome stands; only a later retry's takeover would miss it
+                call.run.warnings.append(f"the approved call's outcome could not be recorded: {exc}")
+        if journal is not None and journal.replaying_run:
+            extra: dict[str, Any] = {"replay_of": journal.origin}
+            if call.recorded:
+                extra["recorded"] = True  # answered from the record of an earlier retry: not called again
+        else:
+            extra = {}
         trace_error = CANCELLED if cancelled else None if error is None else f"{error.kind}: {error.message}"
         recorded = call.run.calls.record(call.handle, ok=trace_error is None, error=trace_error)
-        outcome = "cancelled" if cancelled or not recorded else "ok" if error is None else error.kind
+        outcome: str = "cancelled" if cancelled or not recorded else "ok" if error is None else error.kind
+        if call.approval == "paused":  # not sent: the run ended to be replayed (2026-era approvals)
+            outcome = "paused"
         self._audit(call.run, call.entry.server_id, call.entry.tool_name, call.arguments, outcome=outcome,
                     approval=call.approval, result_bytes=len(text.encode()), duration_ms=call.elapsed_ms(),
-                    redactions=self.redactor.redact_text(text)[1] if text else 0)  # fmt: skip
+                    redactions=self.redactor.redact_text(text)[1] if text else 0, **extra)  # fmt: skip
 
     def _audit(self, run: RunState, server_id: str, tool_name: str, arguments: Any, **fields: Any) -> None:
         if self.audit is None:
@@ -483,6 +569,10 @@ class _Call:
     """A new observed shape of the tool's results, to store once the answer is ready."""
     approval: str = "not_required"
     started: float = field(default_factory=time.monotonic)
+    guarded: bool = False
+    """The call a replay's user answered: its outcome goes to the shared store (`_approved_before`)."""
+    recorded: bool = False
+    """Its outcome came from that record (an earlier retry ran it)."""
 
     def elapsed_ms(self) -> float:
         return round((time.monotonic() - self.started) * 1000, 3)
@@ -513,6 +603,12 @@ def whole(result: CallToolResult) -> dict[str, Any]:
     answer.setdefault("isError", bool(result.is_error))
     answer.pop("resultType", None)  # the SDK's 2026-era plumbing ("complete"), not the tool's
     return answer
+
+
+def _completed(run: RunState, handle: int, outcome: str | HostCallError) -> None:
+    if run.journal is not None:
+        run.journal.done(handle, outcome)
+    run.complete(handle, outcome)
 
 
 def _outcome(future: Future[str]) -> str | HostCallError:

@@ -152,6 +152,34 @@ class PiiVault:
         restored = _map_strings(value, functools.partial(self._restore_text, used))
         return restored, Given(used)
 
+    def export(self) -> dict[str, Any]:
+        """Its tokens and values, for a paused run's sealed state (`wasmexec._replay`): the replay must
+        resolve the tokens the first run handed out. Never written anywhere unsealed."""
+        with self._lock:
+            return {"mode": self.mode, "tag": self.tag, "values": dict(self._values), "counts": dict(self._counts)}
+
+    @classmethod
+    def imported(cls, data: Any, mode: PiiMode) -> PiiVault:
+        """A vault with the tag and tokens of an `export` (a fresh one if `data` is not an export)."""
+        tag = data.get("tag") if isinstance(data, dict) else None
+        vault = cls(mode, tag=tag if isinstance(tag, str) and re.fullmatch(r"[a-z2-9]{6}", tag) else None)
+        vault.merge(data)
+        return vault
+
+    def merge(self, data: Any) -> None:
+        """Adds the tokens of an `export` of a vault with this tag that this one lacks (others are ignored)."""
+        if not isinstance(data, dict) or data.get("tag") != self.tag or not isinstance(data.get("values"), dict):
+            return
+        with self._lock:
+            for token, value in data["values"].items():
+                match = _TOKEN.fullmatch(token) if isinstance(token, str) and isinstance(value, str) else None
+                if match is None or token in self._values or len(self._values) >= MAX_VAULT_VALUES:
+                    continue
+                kind, number = match.group(1), int(match.group(2))
+                self._values[token] = value
+                self._tokens.setdefault((kind, _canonical(kind, value)), token)
+                self._counts[kind] = max(self._counts.get(kind, 0), number)
+
     def _scrub_text(self, text: str) -> str:
         if not any(char in text for char in "@+-(0123456789") or len(text) < 6:
             return text  # nothing here can match: most strings end at this test
