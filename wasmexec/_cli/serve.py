@@ -12,10 +12,12 @@ Every profile is loaded before the server answers: the science image is never bu
 (minutes, 3 GiB: an MCP client would time out), so when it is missing the start fails at
 once, saying to run ``wasmexec build --profile science``.
 
-Sessions keep their files under the user state dir (``sessions/``, one directory each);
-they outlive the server (the next one takes them over) until their idle TTL passes.
-`--session-ttl`, `--max-sessions` and `--sessions-mb` bound them, and `--max-sessions 0`
-turns them off.
+State: ``--state-dir DIR`` (default: the user state dir) holds sessions, artifacts, PII vaults
+and approval records (`wasmexec._state.directory`), sealed with ``--state-key-file`` (default:
+a key DIR keeps for itself). Every replica of a set is pointed at the same DIR and key file,
+and then serves any session and artifact. Sessions outlive the server until their idle TTL
+passes; `--session-ttl`, `--max-sessions` and `--sessions-mb` bound them over the whole DIR,
+and `--max-sessions 0` turns them off.
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
     from wasmexec._sandbox.sandbox import Sandbox
     from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._server.server import RunPythonServer, ServeOptions
+    from wasmexec._state.directory import StateDir
+    from wasmexec._state.key import StateKey
     from wasmexec._tools.broker import Broker
 
 #: The loopback address: serving beyond this machine is a deliberate choice (--host).
@@ -108,7 +112,8 @@ def add_serve_parser(commands: Any) -> None:
     add_run_options(serve, ceilings=True)
     sessions = serve.add_argument_group(
         "sessions (run_python with session: true keeps /workspace between calls)",
-        f"Each session's files are in {_sessions_dir()} (moves with XDG_STATE_HOME) and outlive the server.",
+        "Each session's files are sealed in DIR/sessions of --state-dir and outlive the server; any replica "
+        "on the same DIR serves any session.",
     )
     sessions.add_argument(
         "--session-ttl",
@@ -127,7 +132,53 @@ def add_serve_parser(commands: Any) -> None:
     sessions.add_argument("--sessions-mb", type=int_option(1), default=DEFAULT_MAX_SESSION_BYTES // _MIB,
                           metavar="N", help="MiB all sessions may hold together "
                           f"(default {DEFAULT_MAX_SESSION_BYTES // _MIB})")  # fmt: skip
+    _add_state_options(serve)
     serve.set_defaults(handler=command_serve, parser=serve)
+
+
+# -- shared state (issue 16): --state-dir, --state-key-file ----------------------------------------
+
+
+def _add_state_options(serve: argparse.ArgumentParser) -> None:
+    state = serve.add_argument_group(
+        "state (sessions, artifacts, PII vaults, approvals; share it to run several replicas)",
+        "Every replica of a set is given the same --state-dir (a shared volume) and the same --state-key-file.",
+    )
+    state.add_argument("--state-dir", type=Path, metavar="DIR",
+                       help="the directory that holds what a later request may need, on any replica "
+                       f"(default {_default_state_dir()}, which moves with XDG_STATE_HOME)")  # fmt: skip
+    state.add_argument("--state-key-file", type=Path, metavar="FILE",
+                       help="the secret (at least 32 bytes, e.g. `openssl rand -hex 32`; mode 0600) that seals "
+                       "the state; without it the state directory keeps a key of its own in DIR/state.key, "
+                       "fine for one server, not for a shared volume")  # fmt: skip
+
+
+def _default_state_dir() -> Path:
+    """The user state dir, beside the audit log (where sessions have always lived)."""
+    return server_log_path().parent
+
+
+def _state(args: argparse.Namespace) -> tuple[StateDir | None, StateKey]:
+    """The state directory and the key that seals what the server hands out (`ServeOptions.state`, `.state_key`).
+
+    Raises:
+        ConfigError: the key file is unusable, or the --state-dir given cannot be used (without
+            --state-dir an unusable default turns sessions and shared artifacts off, with a warning).
+    """
+    from wasmexec._exceptions import ConfigError
+    from wasmexec._state.directory import StateDir
+    from wasmexec._state.key import StateKey
+
+    shared = StateKey.from_file(args.state_key_file) if args.state_key_file is not None else None
+    root = args.state_dir if args.state_dir is not None else _default_state_dir()
+    try:
+        state = StateDir(root, shared or StateKey.kept_in(root))
+    except ConfigError as exc:
+        if args.state_dir is not None:
+            raise
+        print(f"warning: sessions are off: cannot use {root}: {exc}", file=sys.stderr)
+        state = None
+    return state, shared or StateKey.ephemeral()
 
 
 def _profile_list(text: str) -> list[str]:
@@ -167,6 +218,7 @@ def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | Sci
 def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import Sandbox
+    from wasmexec._state.artifacts import SharedArtifactStore
     from wasmexec._toolhost import NoTools
     from wasmexec._workspace.store import ArtifactStore
 
@@ -177,6 +229,7 @@ def command_serve(args: argparse.Namespace) -> int:
         load_policy_options(args),
         open_audit(args),
     )
+    state, state_key = _state(args)
     listener = _listen(args.host, args.port) if args.http else None
     if args.http and listener is None:
         return EXIT_LISTEN
@@ -190,7 +243,8 @@ def command_serve(args: argparse.Namespace) -> int:
             broker = (
                 stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
             )
-            artifacts = ArtifactStore()  # one for all profiles: resources/read finds any run's artifacts
+            # One for all profiles: resources/read finds any run's artifacts (any replica's, with a state dir).
+            artifacts = SharedArtifactStore(state.artifacts, state.key) if state is not None else ArtifactStore()
             stack.callback(artifacts.close)
             sandboxes = [Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
                                  redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
@@ -199,7 +253,7 @@ def command_serve(args: argparse.Namespace) -> int:
                          for runtime in runtimes]  # fmt: skip
             for sandbox in sandboxes:
                 sandbox.prepare()  # the first spare of each profile is made now, before the first call
-            server = _server(sandboxes, _serve_options(args, limits), broker)
+            server = _server(sandboxes, _serve_options(args, limits, state, state_key), broker)
             stack.callback(server.close)
             if listener is not None:
                 _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins)
@@ -232,17 +286,14 @@ def _server(sandbox: list[Sandbox], options: ServeOptions, broker: Broker | None
         return RunPythonServer(sandbox, replace(options, sessions_dir=None), broker)
 
 
-def _sessions_dir() -> Path:
-    """Beside the audit log and the servers' log, in the user state dir."""
-    return server_log_path().with_name("sessions")
-
-
-def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:
+def _serve_options(args: argparse.Namespace, limits: Limits, state: StateDir | None, key: StateKey) -> ServeOptions:
     from wasmexec._server.server import ServeOptions
 
     return ServeOptions(
         limits=limits,
-        sessions_dir=_sessions_dir() if args.max_sessions > 0 else None,
+        state=state,
+        state_key=key,
+        sessions_dir=state.sessions if state is not None and args.max_sessions > 0 else None,
         session_ttl_s=float(args.session_ttl),
         max_sessions=args.max_sessions,
         max_session_bytes=args.sessions_mb * _MIB,

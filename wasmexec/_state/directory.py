@@ -16,6 +16,8 @@ replicas never act on one item at once. Whatever is sensitive is sealed with the
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -62,3 +64,17 @@ class StateDir:
     @property
     def approvals(self) -> Path:
         return self.root / "approvals"
+
+
+def remove_now(directory: Path, root: Path) -> None:
+    """Removes `directory` (in `root`) at once for every process: renamed away, then deleted.
+
+    A reader on any replica finds it whole or not at all; a removal cut short by a crash leaves a
+    ``.trash-*`` directory that the next sweep of `root` deletes. `shutil.rmtree` follows no symlink.
+    """
+    trash = root / f".trash-{secrets.token_hex(8)}"
+    try:
+        os.rename(directory, trash)
+    except OSError:
+        return  # gone already (another process removed it)
+    shutil.rmtree(trash, ignore_errors=True)
