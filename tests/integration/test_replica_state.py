@@ -349,7 +349,7 @@ def test_sealed_files_changed_on_disk_are_refused_clearly_and_the_server_goes_on
         data[len(data) // 2] ^= 0x01
         path.write_bytes(bytes(data))
 
-    async def body() -> tuple[Any, Any, MCPError, Any]:
+    async def body() -> tuple[Any, Any, Any, MCPError, Any]:
         made = _result(await _call(a.url, "open('a.txt', 'w').write('x')\nopen('b.txt', 'w').write('y')",
                                    session=True))  # fmt: skip
         session = state / "sessions" / made["session_id"]
@@ -363,11 +363,15 @@ def test_sealed_files_changed_on_disk_are_refused_clearly_and_the_server_goes_on
         async with Client(b.url, mode="auto") as client:
             with pytest.raises(MCPError) as caught:
                 await client.read_resource(f"wasmexec://runs/{made['run_id']}/a.txt")
+        echo = "import json\nimport servers.awkward_names as aw\nresult = json.loads(await aw.echo_args(to={to!r}))"
+        tokens = _result(await _call(a.url, echo.format(to=EMAIL), session=True))
+        flip(state / "sessions" / tokens["session_id"] / "vault")
+        vault = await _call(b.url, "1", session_id=tokens["session_id"])
         alive = _result(await _call(b.url, "result = 6 * 7"))
-        return files, owner, caught.value, alive
+        return files, owner, vault, caught.value, alive
 
-    files, owner, artifact, alive = _run(body)
-    for refused, what in ((files, "files"), (owner, "owner")):
+    files, owner, vault, artifact, alive = _run(body)
+    for refused, what in ((files, "files"), (owner, "owner"), (vault, "vault")):
         text = refused.content[0].text
         assert refused.is_error and f"stored {what} cannot be opened: changed on disk" in text, text
     assert artifact.code == -32602 and "Resource not found" in artifact.message
