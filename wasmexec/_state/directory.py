@@ -3,9 +3,10 @@
 ``serve --state-dir DIR`` names it; every replica of a server set is pointed at the same DIR
 (NFS, EFS, a ReadWriteMany volume). Its parts, each owned by one module::
 
-    DIR/sessions/    sessions: files and generations (`wasmexec._workspace.sessions`)
-    DIR/artifacts/   the artifacts behind wasmexec:// resources
-    DIR/vaults/      PII vaults of sessions, sealed with the state key
+    DIR/sessions/    sessions: sealed generations, owners, locks, PII vaults (`wasmexec._workspace.sessions`;
+                     a session's vault is kept in its own directory, so it is removed with it)
+    DIR/artifacts/   the artifacts behind wasmexec:// resources (`wasmexec._state.artifacts`)
+    DIR/vaults/      reserved (made, unused)
     DIR/approvals/   paused 2026 approvals: single-use nonces, idempotency records, call logs
 
 Locks are taken on the storage (``flock`` on files there), never only in memory, so two
