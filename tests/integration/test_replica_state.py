@@ -420,3 +420,21 @@ def test_without_a_key_file_the_state_directory_keeps_a_private_key_of_its_own(
     subprocess.run(command, capture_output=True, timeout=60, stdin=subprocess.DEVNULL, env=env, check=True)
     key = state / "state.key"
     assert oct(key.stat().st_mode & 0o777) == "0o600" and len(key.read_text().strip()) == 64
+
+
+def test_a_default_state_dir_an_older_version_left_group_writable_is_made_private(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    default = tmp_path / "xdg" / "wasmexec"
+    default.mkdir(parents=True)
+    default.chmod(0o775)  # what mkdir made of it under umask 002
+    command = [sys.executable, "-m", "wasmexec", "serve", "--no-audit"]
+    env = {
+        **os.environ,
+        "WASMEXEC_CACHE_DIR": str(runtime.artifacts.directory),
+        "XDG_STATE_HOME": str(tmp_path / "xdg"),
+    }
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env,
+                          check=True)  # fmt: skip
+    assert "sessions are off" not in done.stderr
+    assert oct(default.stat().st_mode & 0o777) == "0o700" and (default / "sessions").is_dir()

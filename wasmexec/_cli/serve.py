@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import stat
 import sys
 from contextlib import ExitStack
 from pathlib import Path
@@ -158,6 +159,17 @@ def _default_state_dir() -> Path:
     return server_log_path().parent
 
 
+def _private_default(root: Path) -> Path:
+    """The default state dir, made private if this user made it open (an older version under umask 002 did)."""
+    try:
+        info = root.lstat()
+        if info.st_uid == os.getuid() and stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
+            root.chmod(0o700)
+    except OSError:
+        pass  # missing (StateDir makes it), or not ours: StateDir says what is wrong
+    return root
+
+
 def _state(args: argparse.Namespace) -> tuple[StateDir | None, StateKey]:
     """The state directory and the key that seals what the server hands out (`ServeOptions.state`, `.state_key`).
 
@@ -170,7 +182,7 @@ def _state(args: argparse.Namespace) -> tuple[StateDir | None, StateKey]:
     from wasmexec._state.key import StateKey
 
     shared = StateKey.from_file(args.state_key_file) if args.state_key_file is not None else None
-    root = args.state_dir if args.state_dir is not None else _default_state_dir()
+    root = args.state_dir if args.state_dir is not None else _private_default(_default_state_dir())
     try:
         state = StateDir(root, shared or StateKey.kept_in(root))
     except ConfigError as exc:
