@@ -1,4 +1,5 @@
-"""Sessions keep files in generations: a stopped run never loses earlier files; ids are bound, capped, expire."""
+"""Sessions keep files in sealed generations on shared storage: a stopped run never loses earlier files; ids are
+bound, capped, expire; any store on the directory (another replica) serves any session, one run at a time."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from wasmexec._workspace.sessions import SessionBusy, SessionError, SessionStore, UnknownSession, guest_finished
+from wasmexec._state.key import StateKey
+from wasmexec._workspace.sessions import (
+    DamagedSession,
+    SessionBusy,
+    SessionError,
+    SessionStore,
+    UnknownSession,
+    guest_finished,
+)
+
+KEY = StateKey(b"k" * 32, source="test")
 
 
 class Clock:
@@ -25,9 +36,14 @@ def clock() -> Clock:
     return Clock()
 
 
+def _store(root: Path, clock: Clock, **options: float) -> SessionStore:
+    settings = {"ttl_s": 60, "max_sessions": 3, "max_bytes": 1024 * 1024, **options}
+    return SessionStore(root, key=KEY, timer=clock, **settings)  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def store(tmp_path: Path, clock: Clock) -> Iterator[SessionStore]:
-    store = SessionStore(tmp_path / "sessions", ttl_s=60, max_sessions=3, max_bytes=1024 * 1024, timer=clock)
+    store = _store(tmp_path / "sessions", clock)
     yield store
     store.close()
 
@@ -41,9 +57,13 @@ def _run(store: SessionStore, session_id: str, owner: str | None, write: dict[st
     return store.finish(session, workspace, keep=keep)
 
 
-def _files(store: SessionStore, session_id: str) -> dict[str, bytes]:
-    current = store.root / session_id / "current"
-    return {str(p.relative_to(current)): p.read_bytes() for p in current.rglob("*") if p.is_file()}
+def _files(store: SessionStore, session_id: str, owner: str | None) -> dict[str, bytes]:
+    session = store.acquire(session_id, owner)
+    copy = store.checkout(session)
+    try:
+        return {str(p.relative_to(copy)): p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    finally:
+        store.finish(session, copy, keep=False)
 
 
 def test_a_finished_run_commits_a_new_generation_and_a_stopped_one_changes_nothing(store: SessionStore) -> None:
@@ -51,21 +71,22 @@ def test_a_finished_run_commits_a_new_generation_and_a_stopped_one_changes_nothi
     store.finish(session, store.checkout(session), keep=True)
     _run(store, session.id, "me", {"a.txt": b"one", "d/b.txt": b"two"}, keep=True)
     _run(store, session.id, "me", {"a.txt": b"half-writ"}, keep=False)  # stopped mid-write
-    assert _files(store, session.id) == {"a.txt": b"one", "d/b.txt": b"two"}
+    assert _files(store, session.id, "me") == {"a.txt": b"one", "d/b.txt": b"two"}
     directory = store.root / session.id
-    assert sorted(p.name for p in directory.iterdir()) == ["current", "gen-2", "lock", "owner"]  # no run copies
+    assert sorted(p.name for p in directory.iterdir()) == ["gen-2", "lock", "owner", "used"]  # one generation
 
 
-def test_a_run_works_in_a_copy_so_writing_the_copy_leaves_the_session_alone(store: SessionStore) -> None:
+def test_a_run_works_in_a_private_copy_off_the_shared_directory(store: SessionStore) -> None:
     session = store.create(None)
     store.finish(session, None, keep=False)
     _run(store, session.id, None, {"a.txt": b"kept"}, keep=True)
     session = store.acquire(session.id, None)
     workspace = store.checkout(session)
-    assert (workspace / "a.txt").read_bytes() == b"kept"
+    assert store.root not in workspace.parents and (workspace / "a.txt").read_bytes() == b"kept"
     (workspace / "a.txt").write_bytes(b"changed")
-    assert _files(store, session.id) == {"a.txt": b"kept"}
     store.finish(session, workspace, keep=False)
+    assert not workspace.exists()
+    assert _files(store, session.id, None) == {"a.txt": b"kept"}
 
 
 def test_symlinks_are_not_carried_to_the_next_run(store: SessionStore, tmp_path: Path) -> None:
@@ -73,11 +94,13 @@ def test_symlinks_are_not_carried_to_the_next_run(store: SessionStore, tmp_path:
     outside.write_text("host file")
     session = store.create(None)
     workspace = store.checkout(session)
-    os.symlink("../../../../outside.txt", workspace / "escape")
+    os.symlink(str(outside), workspace / "escape")
     (workspace / "real.txt").write_text("x")
     store.finish(session, workspace, keep=True)
-    assert _files(store, session.id) == {"real.txt": b"x"}
-    assert not (store.root / session.id / "current" / "escape").is_symlink()
+    session = store.acquire(session.id, None)
+    copy = store.checkout(session)
+    assert sorted(p.name for p in copy.iterdir()) == ["real.txt"]
+    store.finish(session, copy, keep=False)
     assert outside.read_text() == "host file"
 
 
@@ -87,6 +110,25 @@ def test_two_runs_of_one_session_never_overlap(store: SessionStore) -> None:
         store.acquire(session.id, "me")
     store.finish(session, None, keep=False)
     store.finish(store.acquire(session.id, "me"), None, keep=False)
+
+
+def test_two_stores_on_one_directory_serve_each_others_sessions_one_run_at_a_time(tmp_path: Path, clock: Clock) -> None:
+    a, b = _store(tmp_path / "s", clock), _store(tmp_path / "s", clock)
+    session = a.create("me")
+    _ = b  # b never saw the session being made
+    workspace = a.checkout(session)
+    (workspace / "notes.txt").write_text("from a")
+    with pytest.raises(SessionBusy):
+        b.acquire(session.id, "me")  # a holds its lock for the length of the run
+    a.finish(session, workspace, keep=True)
+    assert _files(b, session.id, "me") == {"notes.txt": b"from a"}
+    with pytest.raises(UnknownSession):
+        b.acquire(session.id, "someone else")
+    held = b.acquire(session.id, "me")
+    with pytest.raises(SessionBusy):
+        a.acquire(session.id, "me")
+    b.finish(held, None, keep=False)
+    assert len(a) == len(b) == 1
 
 
 @pytest.mark.parametrize("caller", ["someone else", None])
@@ -111,19 +153,24 @@ def test_an_idle_session_expires_and_its_directory_is_removed(store: SessionStor
     assert not (store.root / session.id).exists() and len(store) == 0
 
 
-def test_a_session_in_use_never_expires(store: SessionStore, clock: Clock) -> None:
+def test_a_session_in_use_never_expires_even_from_another_store(store: SessionStore, clock: Clock) -> None:
     session = store.create(None)
     clock.now += 3600
     store.expire()
+    other = _store(store.root, clock)  # another replica sees it expired, but cannot take its lock
+    other.expire()
     assert (store.root / session.id).exists()
     store.finish(session, None, keep=False)
+    store.finish(other.acquire(session.id, None), None, keep=False)
 
 
-def test_the_number_of_sessions_is_capped(store: SessionStore) -> None:
-    for _ in range(3):
-        store.finish(store.create(None), None, keep=False)
-    with pytest.raises(SessionError, match="already holds 3 sessions"):
-        store.create(None)
+def test_the_number_of_sessions_is_capped_over_every_store_on_the_directory(store: SessionStore, clock: Clock) -> None:
+    other = _store(store.root, clock)
+    for each in (store, other, store):
+        each.finish(each.create(None), None, keep=False)
+    for each in (store, other):
+        with pytest.raises(SessionError, match="already holds 3 sessions"):
+            each.create(None)
 
 
 def test_a_run_that_would_pass_the_byte_cap_keeps_the_earlier_files(store: SessionStore) -> None:
@@ -132,49 +179,65 @@ def test_a_run_that_would_pass_the_byte_cap_keeps_the_earlier_files(store: Sessi
     _run(store, session.id, None, {"a": b"1"}, keep=True)
     warning = _run(store, session.id, None, {"big": b"x" * (2 * 1024 * 1024)}, keep=True)
     assert warning is not None and "were not kept" in warning
-    assert _files(store, session.id) == {"a": b"1"}
+    assert _files(store, session.id, None) == {"a": b"1"}
 
 
-def test_a_stopped_servers_sessions_are_taken_over_and_a_live_ones_are_not(tmp_path: Path) -> None:
-    live = SessionStore(tmp_path / "s")
-    held = live.create("me")
-    live.finish(held, None, keep=False)
-    old = SessionStore(tmp_path / "s")
-    assert len(old) == 0  # the live server's session is not taken
-    session = old.create("stdio")
-    workspace = old.checkout(session)
+def test_a_process_that_dies_mid_run_leaves_the_session_usable_at_its_last_generation(
+    tmp_path: Path, clock: Clock
+) -> None:
+    dead = _store(tmp_path / "s", clock)
+    session = dead.create("stdio")
+    workspace = dead.checkout(session)
     (workspace / "a.txt").write_text("kept")
-    old.finish(session, workspace, keep=True)
-    stale = old.checkout(old.acquire(session.id, "stdio"))  # a run in the middle when the server stopped
-    (stale / "a.txt").write_text("half")
-    os.symlink("gen-9", tmp_path / "s" / session.id / "current.new")  # and in the middle of a swap
-    old.close()
-    os.close(session.lock_fd)  # the server dies: its lock goes with it
-    new = SessionStore(tmp_path / "s")
-    try:
-        assert len(new) == 1
-        with pytest.raises(UnknownSession):
-            new.acquire(session.id, "someone else")
-        taken = new.acquire(session.id, "stdio")
-        assert (new.checkout(taken) / "a.txt").read_text() == "kept" and not stale.exists()
-        assert not (tmp_path / "s" / session.id / "current.new").is_symlink()
-        new.finish(taken, None, keep=False)
-    finally:
-        new.close()
-        live.close()
+    dead.finish(session, workspace, keep=True)
+    running = dead.acquire(session.id, "stdio")  # a run in the middle when the process died ...
+    (session.directory / "gen-2.part-0000").write_bytes(b"half a commit")  # ... in the middle of a commit
+    os.close(running.lock_fd)  # the process dies: its lock goes with it
+    alive = _store(tmp_path / "s", clock)
+    taken = alive.acquire(session.id, "stdio")
+    assert (alive.checkout(taken) / "a.txt").read_text() == "kept"
+    assert not (session.directory / "gen-2.part-0000").exists()
+    alive.finish(taken, None, keep=False)
 
 
-def test_broken_or_expired_sessions_are_removed_when_a_server_starts(tmp_path: Path) -> None:
-    broken = tmp_path / "s" / ("A" * 43)
-    (broken / "run-0123").mkdir(parents=True)
-    old = SessionStore(tmp_path / "s")
+def test_broken_or_expired_sessions_are_removed_by_any_store(tmp_path: Path, clock: Clock) -> None:
+    half_made = tmp_path / "s" / (".new-" + "A" * 43)
+    half_made.mkdir(parents=True)
+    os.utime(half_made, (0, 0))
+    old = _store(tmp_path / "s", clock)
     expired = old.create(None)
     old.finish(expired, None, keep=False)
-    old.close()
-    os.utime(expired.directory / "current", (0, 0), follow_symlinks=False)
-    new = SessionStore(tmp_path / "s", ttl_s=60)
-    assert len(new) == 0 and not broken.exists() and not expired.directory.exists()
-    new.close()
+    clock.now += 61
+    _store(tmp_path / "s", clock)
+    assert not half_made.exists() and not expired.directory.exists()
+
+
+def test_sealed_files_changed_on_disk_are_refused_with_a_clear_error(store: SessionStore) -> None:
+    session = store.create("me")
+    _run_files = store.checkout(session)
+    (_run_files / "secret.txt").write_text("alice@example.com")
+    store.finish(session, _run_files, keep=True)
+    generation = store.root / session.id / "gen-1"
+    sealed = bytearray(generation.read_bytes())
+    assert b"alice@example.com" not in sealed
+    sealed[-5] ^= 1
+    generation.write_bytes(bytes(sealed))
+    held = store.acquire(session.id, "me")
+    with pytest.raises(DamagedSession, match="cannot be opened: changed on disk"):
+        store.checkout(held)
+    store.finish(held, None, keep=False)
+    (store.root / session.id / "owner").write_bytes(b"me")  # a forged owner file
+    with pytest.raises(DamagedSession, match="stored owner"):
+        store.acquire(session.id, "me")
+
+
+def test_another_state_key_opens_nothing(tmp_path: Path, clock: Clock) -> None:
+    store = _store(tmp_path / "s", clock)
+    session = store.create("me")
+    store.finish(session, None, keep=False)
+    other = SessionStore(tmp_path / "s", key=StateKey(b"o" * 32, source="other"), timer=clock)
+    with pytest.raises(DamagedSession, match="same --state-key-file"):
+        other.acquire(session.id, "me")
 
 
 def test_a_run_stopped_by_the_host_did_not_finish_but_an_uncaught_exception_did() -> None:
@@ -201,21 +264,21 @@ def test_the_reaper_removes_an_expired_session_without_any_call(tmp_path: Path) 
         store.close()
 
 
-def test_what_the_server_keeps_with_a_session_lives_while_it_is_used_and_ends_with_it(tmp_path: Path) -> None:
-    now = [0.0]
-    store = SessionStore(tmp_path / "sessions", ttl_s=3, timer=lambda: now[0])
+def test_what_the_server_keeps_with_a_session_lives_as_long_as_it_does(tmp_path: Path, clock: Clock) -> None:
+    store = _store(tmp_path / "sessions", clock, ttl_s=3)
     session = store.create("me")
-    session.vault = vault = object()
+    store.write_extra(session, "vault", b"tokens")
     store.finish(session, None, keep=False)
-    for _ in range(5):  # a use every second, for longer than the TTL: the same session, the same vault
-        now[0] += 1
-        again = store.acquire(session.id, "me")
-        assert again is session and again.vault is vault
+    for _ in range(5):  # a use every second, for longer than the TTL: the same value, from any store
+        clock.now += 1
+        again = _store(tmp_path / "sessions", clock, ttl_s=3).acquire(session.id, "me")
+        assert store.read_extra(again, "vault") == b"tokens"
         store.finish(again, None, keep=False)
-    now[0] += 3.5
+    clock.now += 3.5
     with pytest.raises(UnknownSession):
         store.acquire(session.id, "me")
-    assert store.create("me").vault is None
+    fresh = store.create("me")
+    assert store.read_extra(fresh, "vault") is None
 
 
 def test_ending_a_session_is_idempotent_and_frees_it_at_once(tmp_path: Path) -> None:

@@ -12,10 +12,12 @@ Every profile is loaded before the server answers: the science image is never bu
 (minutes, 3 GiB: an MCP client would time out), so when it is missing the start fails at
 once, saying to run ``wasmexec build --profile science``.
 
-Sessions keep their files under the user state dir (``sessions/``, one directory each);
-they outlive the server (the next one takes them over) until their idle TTL passes.
-`--session-ttl`, `--max-sessions` and `--sessions-mb` bound them, and `--max-sessions 0`
-turns them off.
+State: ``--state-dir DIR`` (default: the user state dir) holds sessions, artifacts, PII vaults
+and approval records (`wasmexec._state.directory`), sealed with ``--state-key-file`` (default:
+a key DIR keeps for itself). Every replica of a set is pointed at the same DIR and key file,
+and then serves any session and artifact. Sessions outlive the server until their idle TTL
+passes; `--session-ttl`, `--max-sessions` and `--sessions-mb` bound them over the whole DIR,
+and `--max-sessions 0` turns them off.
 
 SIGTERM and SIGINT stop either transport the same way (`wasmexec._server.shutdown`): runs are
 stopped and audited, then the transport stops, then everything the server made is closed and
@@ -25,6 +27,8 @@ removed (the exit stack below, in reverse order), and the exit status is 0.
 from __future__ import annotations
 
 import argparse
+import os
+import stat
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -62,6 +66,8 @@ if TYPE_CHECKING:
     from wasmexec._server.auth import Authenticator
     from wasmexec._server.http_app import ASGIApp
     from wasmexec._server.server import RunPythonServer, ServeOptions
+    from wasmexec._state.directory import StateDir
+    from wasmexec._state.key import StateKey
     from wasmexec._tools.broker import Broker
 
 #: The loopback address: serving beyond this machine is a deliberate choice (--host).
@@ -114,7 +120,8 @@ def add_serve_parser(commands: Any) -> None:
     add_run_options(serve, ceilings=True)
     sessions = serve.add_argument_group(
         "sessions (run_python with session: true keeps /workspace between calls)",
-        f"Each session's files are in {_sessions_dir()} (moves with XDG_STATE_HOME) and outlive the server.",
+        "Each session's files are sealed in DIR/sessions of --state-dir and outlive the server; any replica "
+        "on the same DIR serves any session.",
     )
     sessions.add_argument(
         "--session-ttl",
@@ -133,15 +140,64 @@ def add_serve_parser(commands: Any) -> None:
     sessions.add_argument("--sessions-mb", type=int_option(1), default=DEFAULT_MAX_SESSION_BYTES // _MIB,
                           metavar="N", help="MiB all sessions may hold together "
                           f"(default {DEFAULT_MAX_SESSION_BYTES // _MIB})")  # fmt: skip
-    # Approvals by replay need these two; the state helper owns them (same names), the integrator keeps one block.
-    state = serve.add_argument_group("state shared by replicas (docs/deploy.md)")
-    state.add_argument("--state-dir", type=Path, metavar="DIR",
-                       help="keep what any replica may need later here (approval records); give every replica the "
-                       "same DIR (default: none, approvals are kept by this process only)")  # fmt: skip
-    state.add_argument("--state-key-file", type=Path, metavar="FILE",
-                       help="the state key: at least 32 bytes, readable by its owner only (e.g. `openssl rand -hex 32 "
-                       "> FILE`), the same on every replica (default: a key of this process only)")  # fmt: skip
+    _add_state_options(serve)
     serve.set_defaults(handler=command_serve, parser=serve)
+
+
+# -- shared state (issue 16): --state-dir, --state-key-file ----------------------------------------
+
+
+def _add_state_options(serve: argparse.ArgumentParser) -> None:
+    state = serve.add_argument_group(
+        "state (sessions, artifacts, PII vaults, approvals; share it to run several replicas)",
+        "Every replica of a set is given the same --state-dir (a shared volume) and the same --state-key-file.",
+    )
+    state.add_argument("--state-dir", type=Path, metavar="DIR",
+                       help="the directory that holds what a later request may need, on any replica "
+                       f"(default {_default_state_dir()}, which moves with XDG_STATE_HOME)")  # fmt: skip
+    state.add_argument("--state-key-file", type=Path, metavar="FILE",
+                       help="the secret (at least 32 bytes, e.g. `openssl rand -hex 32`; mode 0600) that seals "
+                       "the state; without it the state directory keeps a key of its own in DIR/state.key, "
+                       "fine for one server, not for a shared volume")  # fmt: skip
+
+
+def _default_state_dir() -> Path:
+    """The user state dir, beside the audit log (where sessions have always lived)."""
+    return server_log_path().parent
+
+
+def _private_default(root: Path) -> Path:
+    """The default state dir, made private if this user made it open (an older version under umask 002 did)."""
+    try:
+        info = root.lstat()
+        if info.st_uid == os.getuid() and stat.S_ISDIR(info.st_mode) and info.st_mode & 0o022:
+            root.chmod(0o700)
+    except OSError:
+        pass  # missing (StateDir makes it), or not ours: StateDir says what is wrong
+    return root
+
+
+def _state(args: argparse.Namespace) -> tuple[StateDir | None, StateKey]:
+    """The state directory and the key that seals what the server hands out (`ServeOptions.state`, `.state_key`).
+
+    Raises:
+        ConfigError: the key file is unusable, or the --state-dir given cannot be used (without
+            --state-dir an unusable default turns sessions and shared artifacts off, with a warning).
+    """
+    from wasmexec._exceptions import ConfigError
+    from wasmexec._state.directory import StateDir
+    from wasmexec._state.key import StateKey
+
+    shared = StateKey.from_file(args.state_key_file) if args.state_key_file is not None else None
+    root = args.state_dir if args.state_dir is not None else _private_default(_default_state_dir())
+    try:
+        state = StateDir(root, shared or StateKey.kept_in(root))
+    except ConfigError as exc:
+        if args.state_dir is not None:
+            raise
+        print(f"warning: sessions are off: cannot use {root}: {exc}", file=sys.stderr)
+        state = None
+    return state, shared or StateKey.ephemeral()
 
 
 def _profile_list(text: str) -> list[str]:
@@ -181,6 +237,7 @@ def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | Sci
 def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._sandbox.sandbox import Sandbox
+    from wasmexec._state.artifacts import SharedArtifactStore
     from wasmexec._toolhost import NoTools
     from wasmexec._workspace.store import ArtifactStore
 
@@ -192,6 +249,7 @@ def command_serve(args: argparse.Namespace) -> int:
         load_policy_options(args),
         open_audit(args),
     )
+    state, state_key = _state(args)
     listener = _listen(args.host, args.port) if args.http else None
     if args.http and listener is None:
         return EXIT_LISTEN
@@ -203,7 +261,8 @@ def command_serve(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         stack.callback(_remove_run_directories)  # last: after the sandboxes gave theirs back
         broker = stack.enter_context(opened_broker(args, config, policy, audit)) if config and config.servers else None
-        artifacts = ArtifactStore()  # one for all profiles: resources/read finds any run's artifacts
+        # One for all profiles: resources/read finds any run's artifacts (any replica's, with a state dir).
+        artifacts = SharedArtifactStore(state.artifacts, state.key) if state is not None else ArtifactStore()
         stack.callback(artifacts.close)
         sandboxes = [Sandbox(limits, runtime=runtime, tools=broker if broker is not None else NoTools(),
                              redactor=broker.redactor if broker is not None else Redactor(), audit=audit,
@@ -213,7 +272,7 @@ def command_serve(args: argparse.Namespace) -> int:
         for sandbox in sandboxes:
             stack.callback(sandbox.close)
             sandbox.prepare()  # the first spare of each profile is made now, before the first call
-        server = _server(sandboxes, _serve_options(args, limits), broker)
+        server = _server(sandboxes, _serve_options(args, limits, state, state_key), broker)
         stack.callback(server.close)  # first: every run ends (audited) before anything it uses closes
         if listener is not None:
             announce(authenticator, args.allow_unauthenticated)
@@ -239,22 +298,14 @@ def _server(sandbox: list[Sandbox], options: ServeOptions, broker: Broker | None
         return RunPythonServer(sandbox, replace(options, sessions_dir=None), broker)
 
 
-def _sessions_dir() -> Path:
-    """Beside the audit log and the servers' log, in the user state dir."""
-    return server_log_path().with_name("sessions")
-
-
-def _serve_options(args: argparse.Namespace, limits: Limits) -> ServeOptions:
+def _serve_options(args: argparse.Namespace, limits: Limits, state: StateDir | None, key: StateKey) -> ServeOptions:
     from wasmexec._server.server import ServeOptions
-    from wasmexec._state.directory import StateDir
-    from wasmexec._state.key import StateKey
 
-    key = StateKey.from_file(args.state_key_file) if args.state_key_file is not None else StateKey.ephemeral()
     return ServeOptions(
-        state=StateDir(args.state_dir, key) if args.state_dir is not None else None,
-        state_key=key,
         limits=limits,
-        sessions_dir=_sessions_dir() if args.max_sessions > 0 else None,
+        state=state,
+        state_key=key,
+        sessions_dir=state.sessions if state is not None and args.max_sessions > 0 else None,
         session_ttl_s=float(args.session_ttl),
         max_sessions=args.max_sessions,
         max_session_bytes=args.sessions_mb * _MIB,

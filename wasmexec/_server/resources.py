@@ -4,7 +4,9 @@ Every artifact a run keeps gets the URI ``wasmexec://runs/<run_id>/<path>`` (the
 percent-encoded, ``/`` kept). Artifacts of session runs too: a URI names what that run
 wrote, and never changes; the session's files themselves are not resources (the next
 run of the session sees them). The bytes live in the sandbox's `ArtifactStore`, which
-bounds retention (count, bytes, age; least recently used first).
+bounds retention (count, bytes, age; least recently used first); with a state directory that
+is a `SharedArtifactStore`, which also keeps who ran each run, so any replica lists and reads
+a caller's artifacts.
 
 Each run's artifacts belong to the caller that ran it (`callers.caller_key`): only that
 caller lists or reads them. A caller that cannot be told apart (2026-era HTTP without
@@ -34,6 +36,7 @@ from mcp.types import (
 )
 
 from wasmexec._envelope import RunResult
+from wasmexec._state.artifacts import SharedArtifactStore
 from wasmexec._workspace.store import ArtifactStore, StoredArtifact
 
 URI_PREFIX = "wasmexec://runs/"
@@ -75,20 +78,29 @@ class ArtifactResources:
 
     def keep(self, run_id: str, caller: str | None) -> None:
         """Records who ran `run_id` (its artifacts are already in the store)."""
+        if isinstance(self.store, SharedArtifactStore):  # on disk, for every replica
+            self.store.set_owner(run_id, caller)
+            return
         with self._lock:
             self._owners[run_id] = caller
             while len(self._owners) > MAX_OWNED_RUNS:
                 del self._owners[next(iter(self._owners))]
 
     def _runs_of(self, caller: str) -> list[str]:
+        if isinstance(self.store, SharedArtifactStore):
+            return self.store.runs_of(caller)
         with self._lock:
             return [run_id for run_id, owner in self._owners.items() if owner == caller]
 
+    def _owned(self, run_id: str, caller: str | None) -> bool:
+        if isinstance(self.store, SharedArtifactStore):
+            return self.store.owned_by(run_id, caller)
+        with self._lock:
+            return run_id in self._owners and self._owners[run_id] == caller
+
     def _stored(self, uri: str, caller: str | None) -> StoredArtifact:
         match = _URI.fullmatch(uri)
-        with self._lock:
-            owned = match is not None and match[1] in self._owners and self._owners[match[1]] == caller
-        if match is None or not owned:
+        if match is None or not self._owned(match[1], caller):
             raise _not_found(uri)
         try:
             return self.store.get(match[1], unquote(match[2]))

@@ -84,8 +84,10 @@ class SessionRun:
 
     store: SessionStore
     session: Session
+    workspace: Path
+    """The run's private copy of the session's files (its /workspace), on local disk."""
     pii_vault: PiiVault | None = None
-    """The session's PII tokens (in memory only): a token seen in one run works in the next."""
+    """The session's PII tokens (kept sealed with the session): a token seen in one run works in the next."""
     end: bool = False
     """The session ends with this run (`end_session`)."""
 
@@ -165,10 +167,8 @@ class ServerRun:
             sampler = self.journal.sampler(sampler)
         result: RunResult | BaseException
         with self._ticket:  # queued until a run slot is free (`wasmexec._server.admission`)
-            workspace: Path | None = None
+            workspace = self.session.workspace if self.session is not None else None
             try:
-                if self.session is not None:
-                    workspace = self.session.store.checkout(self.session.session)
                 result = sandbox.run_sync(job.code, job.limits, approver=approver, progress=self._progress,
                                           sampler=sampler, control=self.control, on_output=self.output.feed,
                                           files=job.files, workspace=workspace, pii_vault=self.pii_vault,
@@ -216,8 +216,11 @@ class ServerRun:
         """Keeps the run's files in the session if the guest finished, else keeps the session as it was."""
         finished = not isinstance(result, BaseException) and guest_finished(result)
         try:
+            if run.pii_vault is not None and not run.end:  # saved while the run still holds the session
+                run.store.write_extra(run.session, "vault", run.pii_vault.to_bytes())
             warning = run.store.finish(run.session, workspace, keep=finished, end=run.end)
         except OSError as exc:
+            run.store.finish(run.session, workspace, keep=False)  # lets go of the session, keeps its files
             warning = f"the files of this run could not be kept in the session: {exc.strerror or exc}"
         if isinstance(result, BaseException):
             return result

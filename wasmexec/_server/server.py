@@ -87,6 +87,7 @@ from wasmexec._workspace.sessions import (
     DEFAULT_MAX_SESSION_BYTES,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_TTL_S,
+    DamagedSession,
     Session,
     SessionError,
     SessionStore,
@@ -201,6 +202,7 @@ class RunPythonServer:
         if options.sessions_dir is not None:
             self.sessions = SessionStore(
                 options.sessions_dir,
+                key=options.state.key if options.state is not None else options.state_key,
                 ttl_s=options.session_ttl_s,
                 max_sessions=options.max_sessions,
                 max_bytes=options.max_session_bytes,
@@ -327,7 +329,7 @@ class RunPythonServer:
                 await ctx.session.report_progress(0, None, "running")
             except BaseException:  # cancelled before the run started: the session is free again
                 if session is not None:
-                    session.store.finish(session.session, None, keep=False)
+                    session.store.finish(session.session, session.workspace, keep=False)
                 raise
             self.runs.start(run)
             started = True
@@ -364,20 +366,36 @@ class RunPythonServer:
                    end_session=arguments.get("end_session") is True, profile=profile)  # fmt: skip
 
     def _session(self, job: Job, caller: str | None) -> SessionRun | None:
-        """The session the run works in, reserved for it (None: a fresh workspace)."""
+        """The session the run works in, reserved for it, its files opened into the run's copy (None: no session).
+
+        Raises:
+            SessionError: unknown, busy, over a cap, or its stored files or vault do not open.
+        """
         store = self.sessions
         if store is None or (job.session_id is None and not job.new_session):
             return None
         session = store.acquire(job.session_id, caller) if job.session_id is not None else store.create(caller)
-        return SessionRun(store, session, self._pii_vault(session), end=job.end_session)
+        try:
+            vault = self._pii_vault(store, session)
+            workspace = store.checkout(session)
+        except BaseException as exc:
+            store.finish(session, None, keep=False)
+            if isinstance(exc, OSError):
+                raise SessionError(f"cannot open the session's files on this server: {exc.strerror or exc}") from None
+            raise
+        return SessionRun(store, session, workspace, vault, end=job.end_session)
 
-    def _pii_vault(self, session: Session) -> PiiVault | None:
-        """The session's PII vault: kept with the session (reserved for this run), so it ends when the session does."""
+    def _pii_vault(self, store: SessionStore, session: Session) -> PiiVault | None:
+        """The session's PII vault, as its last run left it (kept sealed with the session, so it ends with it)."""
         if self.broker is None or self.broker.pii == "off":
             return None
-        if not isinstance(session.vault, PiiVault):
-            session.vault = PiiVault(self.broker.pii)
-        return session.vault
+        data = store.read_extra(session, "vault")
+        try:
+            vault = PiiVault.from_bytes(data, self.broker.pii) if data else PiiVault(self.broker.pii)
+        except ValueError:
+            raise DamagedSession("this session's stored PII vault cannot be read; start a new session") from None
+        session.vault = vault
+        return vault
 
     def _run_vault(self, session: SessionRun | None, journal: Journal | None, exported: Any) -> PiiVault | None:
         """A run's PII vault: its session's; for a run that may pause by replay, one the pause can carry;

@@ -3,9 +3,10 @@
 ``serve --state-dir DIR`` names it; every replica of a server set is pointed at the same DIR
 (NFS, EFS, a ReadWriteMany volume). Its parts, each owned by one module::
 
-    DIR/sessions/    sessions: files and generations (`wasmexec._workspace.sessions`)
-    DIR/artifacts/   the artifacts behind wasmexec:// resources
-    DIR/vaults/      PII vaults of sessions, sealed with the state key
+    DIR/sessions/    sessions: sealed generations, owners, locks, PII vaults (`wasmexec._workspace.sessions`;
+                     a session's vault is kept in its own directory, so it is removed with it)
+    DIR/artifacts/   the artifacts behind wasmexec:// resources (`wasmexec._state.artifacts`)
+    DIR/vaults/      reserved (made, unused)
     DIR/approvals/   paused 2026 approvals: single-use nonces, idempotency records, call logs
 
 Locks are taken on the storage (``flock`` on files there), never only in memory, so two
@@ -16,6 +17,8 @@ replicas never act on one item at once. Whatever is sensitive is sealed with the
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import stat
 from pathlib import Path
 
@@ -62,3 +65,17 @@ class StateDir:
     @property
     def approvals(self) -> Path:
         return self.root / "approvals"
+
+
+def remove_now(directory: Path, root: Path) -> None:
+    """Removes `directory` (in `root`) at once for every process: renamed away, then deleted.
+
+    A reader on any replica finds it whole or not at all; a removal cut short by a crash leaves a
+    ``.trash-*`` directory that the next sweep of `root` deletes. `shutil.rmtree` follows no symlink.
+    """
+    trash = root / f".trash-{secrets.token_hex(8)}"
+    try:
+        os.rename(directory, trash)
+    except OSError:
+        return  # gone already (another process removed it)
+    shutil.rmtree(trash, ignore_errors=True)

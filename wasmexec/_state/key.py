@@ -9,13 +9,16 @@ a random 96-bit nonce; the associated data binds a sealed value to where it belo
 id, a path), so one cannot be swapped for another.
 
 Without a key file, `StateKey.ephemeral()` makes a random key that lives as long as the process:
-what it sealed cannot be opened after a restart or by another process.
+what it sealed cannot be opened after a restart or by another process. `StateKey.kept_in(DIR)`
+is a key a state directory keeps for itself (``DIR/state.key``), for one server on its own
+directory (see there).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -32,6 +35,8 @@ MAX_KEY_FILE_BYTES = 4096
 _NONCE_BYTES = 12
 _VERSION = b"\x01"
 _INFO_PREFIX = b"wasmexec state key v1: "
+#: The key a state directory keeps for itself when no key file is given (`StateKey.kept_in`).
+LOCAL_KEY_NAME = "state.key"
 
 
 class SealError(Exception):
@@ -72,6 +77,41 @@ class StateKey:
             raise ConfigError(f"state key file {path} holds {len(secret)} bytes; at least {MIN_SECRET_BYTES} are "
                               "needed (e.g. `openssl rand -hex 32 > FILE`)")  # fmt: skip
         return cls(secret, source=str(path))
+
+    @classmethod
+    def kept_in(cls, directory: str | os.PathLike[str]) -> StateKey:
+        """The key in ``directory/LOCAL_KEY_NAME``, made (0600, random) on first use.
+
+        For one server on its own state directory: what it seals outlives a restart without a
+        key file to manage. Every process on the directory gets the same key (the first one
+        makes it; a race is settled by an atomic link), so it protects nothing from someone
+        who can read the directory: a set of replicas on a shared volume is given
+        ``--state-key-file`` instead (a secret kept elsewhere).
+
+        Raises:
+            ConfigError: the directory cannot be made or written, or the file there is not a key.
+        """
+        directory = Path(directory)
+        path = directory / LOCAL_KEY_NAME
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not path.exists():
+                temporary = directory / f".{LOCAL_KEY_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+                try:
+                    os.write(fd, secrets.token_hex(MIN_SECRET_BYTES).encode("ascii") + b"\n")
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                try:
+                    os.link(temporary, path)  # never replaces a key another process made meanwhile
+                except FileExistsError:
+                    pass
+                finally:
+                    os.unlink(temporary)
+        except OSError as exc:
+            raise ConfigError(f"cannot make the state key {path}: {exc.strerror or exc}") from None
+        return cls.from_file(path)
 
     def derive(self, purpose: str) -> bytes:
         """A 32-byte key for one purpose (e.g. ``"sessions"``, ``"request-state"``)."""

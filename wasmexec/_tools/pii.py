@@ -6,7 +6,8 @@ IBAN (mod-97-checked) and US social security number in a tool result becomes a t
 hold the value. The same value always gets the same token within one vault (one run, or
 one session), and tokens the code passes back into tool arguments are replaced by their
 values on the host, so an agent can act on data it never saw. With ``redact`` values become
-``<EMAIL>`` and there is no way back. Vaults live in memory only: never written to disk.
+``<EMAIL>`` and there is no way back. A run's vault lives in memory only; a session's is kept
+sealed with the session between its runs (`to_bytes`, `from_bytes`; `wasmexec._workspace.sessions`).
 
 Tokens name their vault (``<EMAIL_1_k7q2mx>``: kind, number, the vault's random tag), so a
 token is never resolved by a vault that did not issue it: restoring one this vault does not
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import json
 import re
 import secrets
 import threading
@@ -127,6 +129,37 @@ class PiiVault:
     @property
     def active(self) -> bool:
         return self.mode != "off"
+
+    def to_bytes(self) -> bytes:
+        """The vault's tokens and values, to keep (sealed) between the runs of a session."""
+        with self._lock:
+            entries = [
+                [kind, canonical, token, self._values[token]] for (kind, canonical), token in self._tokens.items()
+            ]
+            state = {"v": 1, "mode": self.mode, "tag": self.tag, "entries": entries, "counts": self._counts,
+                     "replaced": self.replaced}  # fmt: skip
+        return json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes, mode: PiiMode) -> PiiVault:
+        """The vault `to_bytes` kept; a fresh one when it was kept under another mode.
+
+        Raises:
+            ValueError: `data` is not what `to_bytes` writes.
+        """
+        try:
+            state = json.loads(data)
+            if state["v"] != 1 or state["mode"] != mode:
+                return cls(mode)
+            vault = cls(mode, tag=str(state["tag"]))
+            for kind, canonical, token, value in state["entries"]:
+                vault._tokens[(str(kind), str(canonical))] = str(token)
+                vault._values[str(token)] = str(value)
+            vault._counts = {str(kind): int(count) for kind, count in state["counts"].items()}
+            vault.replaced = int(state["replaced"])
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise ValueError(f"not a kept PII vault: {exc}") from None
+        return vault
 
     def scrub(self, value: Any, given: Given | None = None) -> Any:
         """`value` (JSON data) with every PII value in its strings, keys included, replaced.

@@ -76,7 +76,7 @@ def opened_dir(root_fd: int, parts: tuple[str, ...], *, create: bool = False) ->
 
 def write_bytes(root_fd: int, parts: tuple[str, ...], data: bytes) -> None:
     """Creates (or replaces) the file `parts` with `data`; a symlink there is replaced, never followed."""
-    with _created(root_fd, parts) as out:
+    with created(root_fd, parts) as out:
         view = memoryview(data)
         while view:
             view = view[os.write(out, view[:CHUNK_BYTES]) :]
@@ -84,7 +84,7 @@ def write_bytes(root_fd: int, parts: tuple[str, ...], data: bytes) -> None:
 
 def copy_in(root_fd: int, parts: tuple[str, ...], source: str | os.PathLike[str]) -> None:
     """Copies the user's file `source` (a symlink the user chose is followed) to `parts` below `root_fd`."""
-    with open(source, "rb") as src, _created(root_fd, parts) as out:
+    with open(source, "rb") as src, created(root_fd, parts) as out:
         while chunk := src.read(CHUNK_BYTES):
             view = memoryview(chunk)
             while view:
@@ -98,7 +98,7 @@ def copy_new(root_fd: int, parts: tuple[str, ...], source: str | os.PathLike[str
         FileExistsError: something (a file, a symlink) is already there; it is left alone.
         OSError: a directory on the way is a symlink or not a directory.
     """
-    with open(source, "rb") as src, _created(root_fd, parts, replace=False) as out:
+    with open(source, "rb") as src, created(root_fd, parts, replace=False) as out:
         while chunk := src.read(CHUNK_BYTES):
             view = memoryview(chunk)
             while view:
@@ -106,7 +106,10 @@ def copy_new(root_fd: int, parts: tuple[str, ...], source: str | os.PathLike[str
 
 
 @contextmanager
-def _created(root_fd: int, parts: tuple[str, ...], replace: bool = True) -> Iterator[int]:
+def created(root_fd: int, parts: tuple[str, ...], replace: bool = True) -> Iterator[int]:
+    """A new file `parts` below `root_fd` (0600, its directories made), open for writing; never a symlink followed.
+
+    With `replace` whatever is there is unlinked first; else something there fails (FileExistsError)."""
     with opened_dir(root_fd, parts[:-1], create=True) as parent:
         if replace:
             try:
@@ -223,7 +226,7 @@ def copy_tree(source_fd: int, target_fd: int, max_entries: int) -> int:
                 pass
         elif stat.S_ISREG(info.st_mode):
             try:
-                with opened_file(source_fd, path) as (fd, _), _created(target_fd, path, replace=False) as out:
+                with opened_file(source_fd, path) as (fd, _), created(target_fd, path, replace=False) as out:
                     while chunk := os.read(fd, CHUNK_BYTES):
                         view = memoryview(chunk)
                         while view:
