@@ -5,7 +5,7 @@ whose `delete_item` is destructive, so it needs the user's approval). The server
 TMPDIR and XDG_STATE_HOME, so whatever it leaves behind is there to see. At each stage (idle after a
 run that wrote files, a run busy in a loop, a run paused for approval in both protocol eras, a run
 printing while the client reads its output) the test signals the server, then checks: exit status 0
-within a bound, nothing of wasmexec's left in TMPDIR, no run data in the state dir, one audit line
+within a bound, nothing of wasmexec's left in TMPDIR, no run's own data in the state dir, one audit line
 per run (the paused one too), and the tool server gone.
 
 Over stdio the client starts the server through a small wrapper that writes the server's pid and,
@@ -235,7 +235,8 @@ async def _in_stage(client: Client, group: Any, served: Served, name: str, stage
         else:
             await stage.reached.wait()
     if name == "idle":
-        assert any(served.tmp.glob("wasmexec-artifacts-*/*/*")), "the run's artifact should be kept until the end"
+        # Kept in the state directory (sealed), for a later resources/read on any replica.
+        assert any(served.state.glob("wasmexec/artifacts/*/*")), "the run's artifact should be kept"
     served.descendants = descendants(served.pid)
     assert served.descendants, ("the tool server runs", stage.outcome)
     stage.signalled = time.monotonic()
@@ -256,8 +257,12 @@ def _check_clean(served: Served, name: str) -> None:
     left = sorted(str(path.relative_to(served.tmp)) for path in served.tmp.rglob("*"))
     assert [path for path in left if "wasmexec" in path] == [], left
     state = sorted(str(path.relative_to(served.state)) for path in served.state.rglob("*"))
-    extra = [path for path in state if not path.startswith(("wasmexec/audit.jsonl", "wasmexec/servers.log"))
-             and path not in ("wasmexec", "wasmexec/sessions")]  # fmt: skip
+    # What belongs to the state directory stays (the audit, the key, artifacts and approval records for later
+    # requests); no run's own directory does (sessions: none was used).
+    kept = ("wasmexec/audit.jsonl", "wasmexec/servers.log", "wasmexec/state.key", "wasmexec/artifacts",
+            "wasmexec/approvals")  # fmt: skip
+    extra = [path for path in state if not path.startswith(kept)
+             and path not in ("wasmexec", "wasmexec/sessions", "wasmexec/vaults")]  # fmt: skip
     assert extra == [], state
     lines = [json.loads(line) for line in served.audit.read_text().splitlines()]
     runs = [line for line in lines if line["kind"] == "run"]
