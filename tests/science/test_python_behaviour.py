@@ -47,14 +47,15 @@ PACKAGE_OPERATIONS: dict[str, tuple[str, Any]] = {
                    "fig.savefig(b, format='png')\nr = b.getvalue()[:4] == b'\\x89PNG'", True),
     "more-itertools": ("import more_itertools\nr = list(more_itertools.chunked([1, 2, 3], 2))", [[1, 2], [3]]),
     "mpmath": ("import mpmath\nmpmath.mp.dps = 20\nr = str(mpmath.sqrt(2))[:8]", "1.414213"),
-    "narwhals": ("import narwhals as nw, pandas as pd\nr = nw.from_native(pd.DataFrame({'a': [1, 2]}))['a'].sum()", 3),
+    "narwhals": ("import narwhals as nw, pandas as pd\n"
+                 "r = int(nw.from_native(pd.DataFrame({'a': [1, 2]}))['a'].sum())", 3),
     "networkx": ("import networkx as nx\nr = nx.shortest_path(nx.path_graph(4), 0, 3)", [0, 1, 2, 3]),
     "numpy": ("import numpy as np\nr = int(np.arange(10).sum())", 45),
     "openpyxl": ("import openpyxl\nwb = openpyxl.Workbook()\nwb.active['A1'] = 7\nr = wb.active['A1'].value", 7),
     "packaging": ("from packaging.version import Version\nr = Version('1.10') > Version('1.9')", True),
     "pandas": ("import pandas as pd\nr = int(pd.DataFrame({'a': [1, 2, 3]})['a'].sum())", 6),
     "patsy": ("import patsy\nr = patsy.dmatrix('x', {'x': [1, 2]}).shape[1]", 2),
-    "pillow": ("from PIL import Image\nr = Image.new('RGB', (3, 2)).size", [3, 2]),
+    "pillow": ("from PIL import Image\nr = list(Image.new('RGB', (3, 2)).size)", [3, 2]),
     "pyparsing": ("import pyparsing as pp\nr = pp.Word(pp.nums).parse_string('42')[0]", "42"),
     "pypdf": ("import pypdf, io\nw = pypdf.PdfWriter()\nw.add_blank_page(72, 72)\nb = io.BytesIO()\nw.write(b)\n"
               "r = len(pypdf.PdfReader(b).pages)", 1),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
-from tests.security._support import assert_host_survives, run, timed_run
+from tests.security._support import assert_host_survives, profile_of, run, timed_run
 from wasmexec import Runtime
 
 PROMPT_S = 5.0
@@ -170,6 +170,8 @@ def test_deeply_nested_structures_succeed_or_raise_a_catchable_recursion_error(r
     outcome = data_of(result)
     assert set(outcome.values()) <= {"ok", "RecursionError"}, outcome
     assert len(outcome) == 10
-    if depth <= 2_000:  # as on CPython with its default stack: nothing here is too deep yet
+    # As on CPython with its default stack, nothing here is too deep yet at 2,000 (the science image's
+    # CPython has a smaller C-stack guard: its json encoder raises RecursionError from about 1,000).
+    if depth <= 2_000 and profile_of(runtime) == "default":
         assert {name for name, value in outcome.items() if value != "ok"} <= {"deepcopy", "pickle"}, outcome
     assert_host_survives(runtime)
