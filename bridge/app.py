@@ -9,10 +9,11 @@ import gc
 import wit_world
 
 import codemode._prelude  # noqa: F401 - imported for the snapshot
-from codemode import _loop, _restrict, _runner, _tools, _tzdata
+from codemode import _loop, _restrict, _runner, _stdlib, _tools, _tzdata
 from codemode import discovery as _discovery  # noqa: F401 - imported for the snapshot
 from codemode import llm as _llm  # noqa: F401 - imported for the snapshot
 
+_stdlib.import_all()  # the image has no stdlib directory at run time: every module comes from here
 _tzdata.capture()
 _restrict.buffer_stdio()
 _loop.install()

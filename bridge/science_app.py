@@ -31,8 +31,6 @@ for _module in pkgutil.iter_modules(codemode.__path__):
 
 _restrict.buffer_stdio()
 _loop.install()
-# After numpy and pandas: they import ctypes and subprocess, which keep working for them;
-# agent code cannot import them (or reach them through sys.modules).
 _restrict.install()
 _tools.install()
 

@@ -3,12 +3,18 @@
 - dict, list, str, int, float, bool, None: as they are.
 - tuple, set, frozenset: a list (sets sorted when their items can be sorted).
 - dict keys that are not str: ``str(key)``.
+- datetime, date and time (and pandas ``Timestamp``): ``value.isoformat()``.
+- numpy arrays: nested lists (``tolist()``); numpy scalars: the Python number or bool.
+- pandas ``Series``: a list of its values when its index is the default 0..n-1, else a dict of
+  ``str(label)``: value; ``DataFrame``: records, a list of ``{column: value}`` dicts, with a
+  non-default index first made columns (``reset_index()``); ``Index``: a list; ``NA``/``NaT``: null.
 - NaN and infinities, and any other object: ``repr(value)``, with a warning naming the type.
 - a container that contains itself: ``"<circular reference>"``.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from typing import Any
@@ -53,7 +59,52 @@ def _convert(value: Any, path: str, warnings: list[str], active: set[int], depth
             return _fallback(value, path, warnings)
         finally:
             active.discard(id(value))
+    try:
+        converted = _from_numpy_or_pandas(value)
+        plain = converted() if converted is not _NOT_ARRAY else _NOT_ARRAY
+    except (RecursionError, MemoryError):
+        raise
+    except Exception:  # the code's own class posing as one (its __module__ says "numpy")
+        return _fallback(value, path, warnings)
+    if plain is not _NOT_ARRAY:
+        return _convert(plain, path, warnings, active, depth + 1)
+    if isinstance(value, (datetime.date, datetime.time)):  # after pandas: its NaT is a datetime too
+        return value.isoformat()
     return _fallback(value, path, warnings)
+
+
+_NOT_ARRAY: Any = object()
+
+
+def _from_numpy_or_pandas(value: Any) -> Any:
+    """How to turn a numpy or pandas value into plain Python (a function), else `_NOT_ARRAY`.
+
+    Recognised by the type's module, so the default image (no numpy) pays one attribute read.
+    """
+    kind = type(value)
+    module = getattr(kind, "__module__", None)
+    package = module.partition(".")[0] if isinstance(module, str) else None
+    if package == "numpy" and hasattr(value, "tolist"):
+        return value.tolist  # ndarray: nested lists; a numpy scalar: its Python value
+    if package != "pandas":
+        return _NOT_ARRAY
+    name = kind.__name__
+    if name == "DataFrame":
+        return lambda: (value if _default_index(value.index) else value.reset_index()).to_dict(orient="records")
+    if name == "Series":
+        if _default_index(value.index):
+            return value.tolist
+        return lambda: {_key_text(label): item for label, item in value.items()}
+    if name.endswith("Index") or name.endswith("Array"):
+        return value.tolist
+    if name in ("NAType", "NaTType"):
+        return lambda: None
+    return _NOT_ARRAY
+
+
+def _default_index(index: Any) -> bool:
+    """Whether a pandas index is the default 0, 1, …, n-1 (it then carries nothing worth returning)."""
+    return type(index).__name__ == "RangeIndex" and index.start == 0 and index.step == 1 and index.name is None
 
 
 def _convert_container(value: Any, path: str, warnings: list[str], active: set[int], depth: int) -> Any:

@@ -1,45 +1,55 @@
-"""What cannot exist in the sandbox fails clearly: blocked imports with hints, a host-backed sleep."""
+"""What cannot exist in the sandbox fails clearly: hints for what it lacks, a host-backed sleep.
+
+Nothing is refused at import: the walls are WASI's (no sockets, no processes, no native code),
+so `socket`, `subprocess` and the rest import as on CPython and their operations fail with an
+`OSError` (as in Pyodide). The runner adds a hint from `HINTS` to such an error, and to the
+`ImportError` of a module the build lacks. tests/security proves the walls.
+"""
 
 from __future__ import annotations
 
-import importlib.abc
 import io
 import sys
 import time
-from collections.abc import Sequence
-from types import ModuleType
 
 from codemode import _host
 
 _NO_NETWORK = "The sandbox has no network: call the tools of configured MCP servers instead (codemode.discovery)."
 _NO_PROCESSES = "The sandbox cannot start processes or threads: do the work in this run's Python code."
 _NO_NATIVE = "Native code and foreign functions cannot be loaded in the sandbox."
-_NOT_BUILT = "This module is not part of the sandbox's CPython build; use json, csv or zlib/gzip instead."
 _NO_TERMINAL = "The sandbox has no terminal or OS handles."
 
-BLOCKED: dict[str, str] = {
+#: Modules whose use (or import, where the build lacks them) hits a wall of the sandbox: the hint to give.
+HINTS: dict[str, str] = {
     "socket": _NO_NETWORK,
     "_socket": _NO_NETWORK,
     "ssl": _NO_NETWORK,
     "_ssl": _NO_NETWORK,
     "select": _NO_NETWORK,
+    "selectors": _NO_NETWORK,
+    "socketserver": _NO_NETWORK,
+    "http.client": _NO_NETWORK,
+    "http.server": _NO_NETWORK,
+    "urllib.request": _NO_NETWORK,
+    "xmlrpc.client": _NO_NETWORK,
+    "xmlrpc.server": _NO_NETWORK,
+    "smtplib": _NO_NETWORK,
+    "ftplib": _NO_NETWORK,
+    "imaplib": _NO_NETWORK,
+    "poplib": _NO_NETWORK,
     "subprocess": _NO_PROCESSES,
     "_posixsubprocess": _NO_PROCESSES,
     "multiprocessing": _NO_PROCESSES,
     "_multiprocessing": _NO_PROCESSES,
-    "concurrent.futures.process": _NO_PROCESSES,
-    "concurrent.futures.thread": _NO_PROCESSES,
+    "concurrent.futures": _NO_PROCESSES,
+    "threading": _NO_PROCESSES,
+    "_thread": _NO_PROCESSES,
     "pty": _NO_PROCESSES,
+    "webbrowser": _NO_PROCESSES,
     "ctypes": _NO_NATIVE,
     "_ctypes": _NO_NATIVE,
     "cffi": _NO_NATIVE,
     "mmap": _NO_NATIVE,
-    "sqlite3": _NOT_BUILT,
-    "_sqlite3": _NOT_BUILT,
-    "bz2": _NOT_BUILT,
-    "_bz2": _NOT_BUILT,
-    "lzma": _NOT_BUILT,
-    "_lzma": _NOT_BUILT,
     "readline": _NO_TERMINAL,
     "curses": _NO_TERMINAL,
     "_curses": _NO_TERMINAL,
@@ -47,32 +57,16 @@ BLOCKED: dict[str, str] = {
     "tkinter": _NO_TERMINAL,
     "_tkinter": _NO_TERMINAL,
     "resource": _NO_TERMINAL,
-    "webbrowser": _NO_PROCESSES,
 }
 
 
-class SandboxImportError(ModuleNotFoundError):
-    """A module that cannot exist in the sandbox; ``hint`` says what to use instead."""
-
-    def __init__(self, name: str, hint: str) -> None:
-        super().__init__(f"No module named {name!r} in the sandbox. {hint}", name=name)
-        self.hint = hint
-
-
 def hint_for(module_name: str | None) -> str | None:
-    """The hint for a blocked module (or a submodule of one), else None."""
+    """The hint for a module (or a submodule of one) that meets a wall of the sandbox, else None."""
     while module_name:
-        if module_name in BLOCKED:
-            return BLOCKED[module_name]
+        if module_name in HINTS:
+            return HINTS[module_name]
         module_name = module_name.rpartition(".")[0]
     return None
-
-
-class _BlockedFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> None:
-        hint = hint_for(fullname)
-        if hint is not None:
-            raise SandboxImportError(fullname, hint)
 
 
 def buffer_stdio() -> None:
@@ -91,9 +85,5 @@ def buffer_stdio() -> None:
 
 
 def install() -> None:
-    """Blocks the modules above, even those the stdlib imported during pre-init."""
-    for name in list(sys.modules):
-        if hint_for(name) is not None:
-            del sys.modules[name]
-    sys.meta_path.insert(0, _BlockedFinder())
+    """Waits go through the host, which honours the run's deadline (a WASI sleep would not)."""
     time.sleep = _host.sleep

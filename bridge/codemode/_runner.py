@@ -16,9 +16,10 @@ import linecache
 import random
 import sys
 import traceback
+import types
 from typing import Any
 
-from codemode import _files, _jsonable, _loop, errors
+from codemode import _files, _jsonable, _loop, _stdlib, errors
 from codemode._restrict import hint_for
 
 FILENAME = "<sandbox>"
@@ -35,6 +36,8 @@ _HINTS = {
     "IMPORT_FAILURE": "Only the standard library, codemode and servers.* exist in the sandbox; "
     "third-party packages cannot be installed.",
     "STDLIB_NOT_BUILT": "This standard-library module is not part of the sandbox build.",
+    "SCIENCE": "{name} is in the science image, not this one: run with --profile science "
+    '(run_python\'s profile argument: profile="science"; Sandbox(profile="science")).',
     "RECURSION": "Recursion went too deep: use a loop or an explicit stack.",
     "MEMORY": "The run hit its memory limit: process less data at a time or ask for a higher memory_mb.",
     "RESULT_NOT_JSON": "Return only JSON values (dict, list, str, int, float, bool, None).",
@@ -113,11 +116,44 @@ def _sandbox_frames(tb: Any) -> list[dict[str, Any]]:
     return list(last)
 
 
+#: Import names of the science image's packages: importing one elsewhere gets a hint naming that image.
+_SCIENCE_PACKAGES = frozenset({
+    "numpy", "pandas", "scipy", "matplotlib", "sklearn", "statsmodels", "seaborn", "sympy", "networkx",
+    "PIL", "patsy", "mpmath", "dateutil", "pytz", "joblib", "threadpoolctl", "contourpy", "cycler",
+    "kiwisolver", "fontTools", "pyparsing", "packaging", "tqdm", "reportlab",
+})  # fmt: skip
+
+
 def _import_hint(name: str | None) -> str:
     top = (name or "").partition(".")[0]
+    reason = _stdlib.reason(name)
+    if reason is not None:
+        return f"{_HINTS['STDLIB_NOT_BUILT']} {top}: {reason}."
     if top in sys.stdlib_module_names:
         return _HINTS["STDLIB_NOT_BUILT"]
+    if top in _SCIENCE_PACKAGES:
+        return _HINTS["SCIENCE"].format(name=top)
     return _HINTS["IMPORT_FAILURE"]
+
+
+def _wall_hint(exc: BaseException) -> str | None:
+    """The hint for an error raised inside a module that meets a wall of the sandbox (a socket, a process)."""
+    found = None
+    for frame, _ in traceback.walk_tb(exc.__traceback__):
+        hint = hint_for(frame.f_globals.get("__name__"))
+        found = hint or found
+    return found
+
+
+def _fresh_main() -> types.ModuleType:
+    """A new `__main__` module for the run's code: its globals are the module's, as in ``python script.py``.
+
+    pickle finds classes the code defines through ``sys.modules['__main__']``, and typing resolves
+    forward references through it.
+    """
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    return main
 
 
 class _Run:
@@ -131,7 +167,16 @@ class _Run:
     def execute(self) -> dict[str, Any]:
         random.seed()  # the pre-init snapshot would otherwise replay one sequence every run
         linecache.cache[FILENAME] = (len(self.code), None, self.code.splitlines(True), FILENAME)
-        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        main = _fresh_main()
+        previous_main = sys.modules.get("__main__")
+        sys.modules["__main__"] = main
+        try:
+            return self._execute_in(main.__dict__)
+        finally:
+            if previous_main is not None:  # a spare's warm-up leaves the image's own __main__ behind
+                sys.modules["__main__"] = previous_main
+
+    def _execute_in(self, namespace: dict[str, Any]) -> dict[str, Any]:
         _files.enter(self.options)
         try:
             code_object = self._compile()
@@ -232,7 +277,7 @@ class _Run:
         elif isinstance(exc, RecursionError):
             self._fail(exc, "UNCAUGHT_EXCEPTION", hint=_HINTS["RECURSION"])
         else:
-            self._fail(exc, "UNCAUGHT_EXCEPTION", hint=getattr(exc, "hint", None))
+            self._fail(exc, "UNCAUGHT_EXCEPTION", hint=getattr(exc, "hint", None) or _wall_hint(exc))
 
     def _fail(self, exc: BaseException, code: str, message: str | None = None, hint: str | None = None) -> None:
         text = _safe_str(exc)

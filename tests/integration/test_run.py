@@ -70,10 +70,10 @@ def test_an_uncaught_exception_reports_the_sandbox_frames(sandbox: Sandbox) -> N
     assert result["logs"][0]["message"] == "before"
 
 
-@pytest.mark.parametrize("module", ["socket", "subprocess", "ctypes", "sqlite3", "bz2", "lzma", "multiprocessing"])
+@pytest.mark.parametrize("module", ["ctypes", "bz2", "lzma", "mmap", "readline"])
 def test_a_module_that_cannot_exist_fails_with_an_import_failure_and_hint(sandbox: Sandbox, module: str) -> None:
     result = sandbox.run_sync(f"import {module}")
-    assert error_of(result)["type"] in ("ModuleNotFoundError", "SandboxImportError")
+    assert error_of(result)["type"] == "ModuleNotFoundError"
     found = diagnostic(result, "IMPORT_FAILURE")
     assert module in found["message"]
     assert (found["hint"] and "sandbox" in found["hint"].lower()) or "build" in found["hint"]
@@ -163,5 +163,5 @@ def test_help_works_inside_the_sandbox(sandbox: Sandbox) -> None:
 
 
 def test_a_stdlib_module_left_out_of_the_build_says_so(sandbox: Sandbox) -> None:
-    found = diagnostic(sandbox.run_sync("import tracemalloc"), "IMPORT_FAILURE")
+    found = diagnostic(sandbox.run_sync("import lzma"), "IMPORT_FAILURE")
     assert "not part of the sandbox build" in found["hint"]

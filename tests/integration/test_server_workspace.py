@@ -197,6 +197,25 @@ def test_a_session_carries_files_but_not_variables_to_the_next_call(runtime: Run
     assert data_of(second) == ["kept", "an input", False] and second["session_id"] == first["session_id"]
 
 
+_STATE_CLASS = "import dataclasses, pickle\n@dataclasses.dataclass\nclass State:\n    seen: list[str]\n"
+
+
+def test_state_pickled_in_one_call_of_a_session_loads_in_the_next(runtime: Runtime, state: Path) -> None:
+    # How agents keep state across calls: pickle to the session's /workspace, load in the next call
+    # (the class the code defines lives in its __main__, so the next call defines it again).
+    save = _STATE_CLASS + "pickle.dump(State(['first']), open('state.pkl', 'wb'))\nresult = 'saved'"
+    load = _STATE_CLASS + "s = pickle.load(open('state.pkl', 'rb'))\ns.seen.append('second')\nresult = s.seen"
+
+    async def body(client: Client) -> Any:
+        first, _ = await _call(client, save, session=True)
+        second, _ = await _call(client, load, session_id=first["session_id"])
+        return first, second
+
+    first, second = _stdio(runtime, state, "auto", body)
+    assert data_of(first) == "saved"
+    assert data_of(second) == ["first", "second"]
+
+
 def test_skills_saved_in_a_session_import_in_its_later_runs(runtime: Runtime, state: Path) -> None:
     save = (
         "import os\nos.makedirs('skills', exist_ok=True)\n"

@@ -6,7 +6,7 @@ import builtins
 import sys
 import time
 
-from tests.helpers import data_of, log_text
+from tests.helpers import data_of, diagnostic, log_text
 from tests.security._support import assert_host_survives, run
 from wasmexec import Runtime, Sandbox, validate_run_result
 
@@ -84,15 +84,15 @@ def test_replacing_the_bridge_functions_in_a_run_does_not_affect_the_host_or_lat
         "_runner.run_to_json = lambda *args: 'garbage'\n"
         "_runner._Run.execute = lambda self: {'ok': True, 'data_json': '\"forged\"'}\n"
         "_jsonable.to_jsonable = None\n"
-        "_restrict.BLOCKED.clear()\n"
+        "_restrict.HINTS.clear()\n"
         "_loop.SandboxEventLoop = None\n"
         "sys.stdout = io.StringIO()\n"
         "result = 'done'\n"
     )
     first = sandbox.run_sync(code)
     validate_run_result(first)  # whatever this run reports about itself (here a crash of its own bridge)
-    second = sandbox.run_sync("import socket")
-    assert second["result"]["ok"] is False  # the import blocker is back
+    second = sandbox.run_sync("import socket\nsocket.create_connection(('127.0.0.1', 80))")
+    assert "network" in diagnostic(second, "UNCAUGHT_EXCEPTION")["hint"]  # the hints are back
     third = sandbox.run_sync("import asyncio\nawait asyncio.sleep(0)\nprint('async ok')\nresult = 42")
     assert data_of(third) == 42
     assert log_text(third) == "async ok"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import data_of, diagnostic, error_of
+from tests.helpers import data_of, error_of
 from tests.security._support import (
     IMPORT_ERRORS,
     UNBLOCK_IMPORTS,
@@ -21,17 +21,22 @@ from wasmexec import Runtime
     "code",
     [
         "import subprocess\nsubprocess.run(['id'])",
+        "import subprocess\nsubprocess.check_output('id', shell=True)",
         "import multiprocessing\nmultiprocessing.Process(target=print).start()",
-        "import concurrent.futures.process",
+        "import concurrent.futures.process\nconcurrent.futures.process.ProcessPoolExecutor().submit(print).result()",
         "import ctypes\nctypes.CDLL(None).system(b'id')",
-        "import pty",
-        "import mmap",
+        "import pty\npty.spawn('sh')",
+        "import mmap\nmmap.mmap(-1, 4096)",
     ],
 )
-def test_process_and_native_modules_fail_to_import_with_a_hint(runtime: Runtime, code: str) -> None:
+def test_starting_a_process_or_loading_native_code_fails_with_a_hint(runtime: Runtime, code: str) -> None:
+    # The modules import where their Python code can (nothing is refused at import); what they
+    # would do fails with an exception of the code, and the diagnostic says why.
     result = run(runtime, code)
-    assert error_of(result)["type"] in IMPORT_ERRORS
-    assert diagnostic(result, "IMPORT_FAILURE")["hint"].strip()
+    error = error_of(result)
+    assert error["type"] not in {"SandboxError", "SandboxLimitError"}, result
+    hint = result["diagnostics"][0]["hint"].lower()
+    assert "process" in hint or "native" in hint or "terminal" in hint, result
     assert_host_survives(runtime)
 
 
@@ -70,7 +75,7 @@ def test_the_os_module_has_no_process_functions(runtime: Runtime) -> None:
     "them); test_process_and_native_modules_do_nothing_even_without_the_import_blocker shows each one fails there"
 )
 def test_process_and_native_modules_are_absent_even_without_the_import_blocker(runtime: Runtime) -> None:
-    names = ["_posixsubprocess", "subprocess", "multiprocessing", "_multiprocessing", "ctypes", "_ctypes", "mmap"]
+    names = ["_posixsubprocess", "_multiprocessing", "ctypes", "_ctypes", "mmap"]
     code = (
         UNBLOCK_IMPORTS + "found = []\n"
         f"for name in {names!r}:\n"

@@ -76,11 +76,6 @@ def test_a_lone_surrogate_in_an_honest_result_comes_back_replaced(runtime: Runti
     validate_run_result(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="freeing a nested container 2000 levels deep exhausts the wasm call stack (native CPython's "
-    "trashcan handles millions): `x = [x]` 2000 times then `del x` ends with limit 'stack'",
-)
 @pytest.mark.parametrize("nest", ["[x]", "(x,)", "{'next': x}"])
 def test_building_and_dropping_a_5000_deep_structure_works(runtime: Runtime, nest: str) -> None:
     code = f"x = None\nfor _ in range(5_000):\n    x = {nest}\ndel x\nresult = 'freed'"

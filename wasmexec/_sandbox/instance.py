@@ -22,6 +22,7 @@ from wasmexec._sandbox import epoch as _epoch
 from wasmexec._sandbox.guest import Guest
 from wasmexec._sandbox.output import OutputCapture
 from wasmexec._sandbox.report import GuestReport
+from wasmexec._sandbox.stack import on_guest_stack
 
 #: Fuel for a spare's warm-up (a fixed dummy takes well under 1% of it).
 WARM_FUEL = 2_000_000_000
@@ -96,6 +97,9 @@ class LiveInstance:
         self._decision.decide = lambda: "timeout" if time.monotonic() > deadline else None
         if self.guest.fuel:
             self.store.set_fuel(WARM_FUEL)
+        return on_guest_stack(self._warm)  # a run's own instance is used on its thread, see run.py
+
+    def _warm(self) -> bool:
         self.instance = self.guest.instantiate(self.store)
         return self.guest.warm(self.store, self.instance)
 

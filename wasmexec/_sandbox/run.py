@@ -25,6 +25,7 @@ from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.output import OutputCapture
 from wasmexec._sandbox.report import GuestReport
 from wasmexec._sandbox.result import ResultBuilder, host_error_result
+from wasmexec._sandbox.stack import on_guest_stack
 from wasmexec._toolhost import ToolHost
 from wasmexec._workspace.workspace import InputError
 
@@ -49,8 +50,9 @@ def execute(
     With a `workspace` (prepared by the caller, released by the caller) the guest gets its
     /workspace and /tmp, the workspace limits are checked on every tick, and the result lists
     the artifacts. With a `spare` (`wasmexec._sandbox.spares`, of the kind this run needs) the
-    run uses that instance, made and warmed up ahead, instead of making one. The instance is
-    closed at the end of the run, on this thread. Never raises once the guest is ready: a failure on the host becomes a
+    run uses that instance, made and warmed up ahead, instead of making one. The whole run happens
+    on a thread with room for the wasm stack (`on_guest_stack`), and the instance is closed there at
+    its end. Never raises once the guest is ready: a failure on the host becomes a
     structured ``SandboxError`` result (`host_error_result`), so every run has a result to audit.
 
     Raises:
@@ -65,7 +67,8 @@ def execute(
             spare.live.close()
         raise
     try:
-        return _run(guest, code, limits, redactor, state, workspace, spare)
+        # The whole run on one thread (its thread-locals bind the run), one with room for the wasm stack.
+        return on_guest_stack(lambda: _run(guest, code, limits, redactor, state, workspace, spare))
     except InputError:
         raise  # the caller's inputs, not the host, failed: a clear error for the caller
     except Exception as exc:

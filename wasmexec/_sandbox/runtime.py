@@ -17,14 +17,16 @@ from typing import Any, Generic, TypeVar
 
 import wasmtime
 from wasmtime import Config, Engine
+from wasmtime import _ffi as ffi
 from wasmtime.component import Linker
 
 from wasmexec._sandbox import hostcalls as _hostcalls
+from wasmexec._sandbox import stack as _stack
 from wasmexec._sandbox.artifacts import ArtifactStore, Progress
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest
 
-_ENGINE_FORMAT = "v1"  # bump when the engine configuration below changes
+_ENGINE_FORMAT = "v2"  # bump when the engine configuration below changes
 
 
 @cache
@@ -45,7 +47,15 @@ def make_engine(fuel: bool) -> Engine:
     config.epoch_interruption = True
     config.consume_fuel = fuel
     config.cranelift_opt_level = "speed"
+    set_wasm_stack(config)
     return Engine(config)
+
+
+def set_wasm_stack(config: Config) -> None:
+    """The wasm stack guest code gets (`wasmexec._sandbox.stack`: why, and the threads it runs on)."""
+    # wasmtime refuses a wasm stack larger than the async one, even with async unused.
+    ffi.wasmtime_config_async_stack_size_set(config.ptr(), _stack.WASM_STACK_BYTES)
+    config.max_wasm_stack = _stack.WASM_STACK_BYTES
 
 
 def _import_named(component: Any, engine: Engine, prefix: str) -> str | None:

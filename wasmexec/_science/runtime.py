@@ -18,12 +18,12 @@ from wasmtime import Config, Engine, Linker
 
 from wasmexec._sandbox.artifacts import Progress
 from wasmexec._sandbox.epoch import EpochTicker
-from wasmexec._sandbox.runtime import PerMode, wasmtime_version
+from wasmexec._sandbox.runtime import PerMode, set_wasm_stack, wasmtime_version
 from wasmexec._science import door
 from wasmexec._science.artifacts import ScienceArtifacts
 from wasmexec._science.guest import ScienceGuest
 
-_ENGINE_FORMAT = "s1"  # bump when the engine configuration below changes
+_ENGINE_FORMAT = "s2"  # bump when the engine configuration below changes
 
 #: Pages of guest memory the snapshot starts with (64.2 MiB): a lower memory limit cannot instantiate.
 MEMORY_FLOOR_BYTES = 1027 * 65536
@@ -39,6 +39,7 @@ def make_engine(fuel: bool) -> Engine:
     config.consume_fuel = fuel
     config.wasm_exceptions = True
     config.cranelift_opt_level = "speed"
+    set_wasm_stack(config)
     return Engine(config)
 
 
