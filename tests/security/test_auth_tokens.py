@@ -143,7 +143,7 @@ def test_another_principal_cannot_resume_a_paused_approval(url: str, setup: dict
                 authed_client(url, BOB, elicitation_callback=_accept) as bob:  # fmt: skip
             paused = await alice.session.call_tool("run_python", {"code": DELETE}, allow_input_required=True)
             assert isinstance(paused, InputRequiredResult) and paused.request_state
-            with pytest.raises(MCPError, match="(?i)request_?state"):
+            with pytest.raises(MCPError, match=r"(?i)request_?state"):
                 await bob.call_tool("run_python", {"code": DELETE}, input_responses=APPROVE,
                                     request_state=paused.request_state)  # fmt: skip
             resumed = await alice.call_tool("run_python", {"code": DELETE}, input_responses=APPROVE,
