@@ -136,7 +136,7 @@ result = outcomes
 """
     data = data_of(sandbox.run_sync(code))
     assert data["crash"] == ["ToolCallError", True]
-    assert data["missing"] == ["ToolCallError", True]
+    assert data["missing"] == ["ToolCallError", False]  # its command does not exist: trying again changes nothing
     assert data["bad_arguments"] == ["SchemaValidationError", False]
     assert data["outside"] == ["ToolCallError", False]  # the tool's own error: trying again changes nothing
 
