@@ -113,3 +113,14 @@ def descendants(pid: int) -> set[int]:
             found.add(child)
             stack.append(child)
     return found
+
+
+def wait_until(ready: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Polls `ready` until it holds; fails the test naming `what` after `timeout` seconds."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)

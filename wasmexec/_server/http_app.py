@@ -8,10 +8,11 @@ protection checks ``Host`` and ``Origin``: loopback names always, plus the hosts
 origins the operator names (`transport_security`), for a deployment behind a reverse
 proxy.
 
-When the server is full (`Admission.full`), a ``tools/call`` of ``run_python`` that
-starts a run is answered 503 with ``Retry-After`` before the JSON-RPC dispatch; other
-requests (listing, resuming a paused run) go through. The body is read (at most
-`MAX_PEEKED_BODY_BYTES`) only when the server is full.
+When the server is full or draining (`Admission.full`), a ``tools/call`` of ``run_python``
+that starts a run is answered 503 with ``Retry-After`` before the JSON-RPC dispatch; other
+requests (listing, resuming a paused run, an answer to a question a run asked) go through.
+The body is read (at most `MAX_PEEKED_BODY_BYTES`) only then. A draining server answers
+``/healthz`` with 503 too, so a proxy's health check takes it out of rotation.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, TypeGuard
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 
 from wasmexec._envelope import TOOL_NAME
-from wasmexec._server.admission import RETRY_AFTER_S, Admission
+from wasmexec._server.admission import RETRY_AFTER_S, Admission, refusal
 from wasmexec._server.health import health
 from wasmexec._server.metrics import RunMetrics
 
@@ -74,12 +75,14 @@ class OperationsApp:
         metrics: RunMetrics,
         breaker_states: Callable[[], dict[str, str]] | None = None,
         profiles: Mapping[str, Mapping[str, Any]] | None = None,
+        replica: str | None = None,
     ) -> None:
         self.mcp_app = mcp_app
         self.admission = admission
         self.metrics = metrics
         self.breaker_states = breaker_states
         self.profiles = profiles
+        self.replica = replica
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -93,7 +96,7 @@ class OperationsApp:
             body, complete = await _peek(scope, receive)
             request = _json(body) if complete else None
             if _starts_a_run(request):
-                await _busy(send, request)
+                await _busy(send, request, refusal(self.admission))
                 return
             receive = _replay(body, complete, receive)
         await self.mcp_app(scope, receive, send)
@@ -102,8 +105,9 @@ class OperationsApp:
         if method != "GET":
             await _respond(send, 405, b"only GET\n", "text/plain; charset=utf-8", [(b"allow", b"GET")])
         elif path == "/healthz":
-            document = json.dumps(health(self.admission, self.breaker_states, self.profiles)).encode()
-            await _respond(send, 200, document, "application/json")
+            document = health(self.admission, self.breaker_states, self.profiles, self.replica)
+            status = 503 if document["status"] == "draining" else 200
+            await _respond(send, status, json.dumps(document).encode(), "application/json")
         else:
             exposition, content_type = self.metrics.exposition()
             await _respond(send, 200, exposition, content_type)
@@ -160,8 +164,8 @@ def _starts_a_run(request: Any) -> TypeGuard[dict[str, Any]]:
     return not params.get("requestState") and not params.get("request_state")
 
 
-async def _busy(send: Send, request: dict[str, Any]) -> None:
-    error = {"code": SERVER_BUSY_CODE, "message": "the server is busy: too many runs in flight and queued",
+async def _busy(send: Send, request: dict[str, Any], message: str) -> None:
+    error = {"code": SERVER_BUSY_CODE, "message": message,
              "data": {"retryable": True, "retry_after_s": RETRY_AFTER_S}}  # fmt: skip
     body = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": error}).encode()
     await _respond(send, 503, body, "application/json", [(b"retry-after", str(RETRY_AFTER_S).encode())])
