@@ -124,3 +124,13 @@ def wait_until(ready: Callable[[], bool], what: str, timeout: float = 60.0) -> N
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def serve_options() -> set[str]:
+    """Every option `wasmexec serve` has (from the real parser)."""
+    import argparse
+
+    from wasmexec._cli.main import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {option for action in commands.choices["serve"]._actions for option in action.option_strings}

@@ -127,6 +127,10 @@ def _refused_retryably(replica: Replica) -> None:
     body = response.json()
     assert body["id"] == 9 and body["error"]["data"]["retryable"] is True, body
     assert "draining" in body["error"]["message"], body
+    initialize = {"jsonrpc": "2.0", "id": 10, "method": "initialize", "params": {}}  # a new 2025-era session
+    response = httpx2.post(replica.url, json=initialize, timeout=10, trust_env=False,
+                           headers={"accept": "application/json, text/event-stream"})  # fmt: skip
+    assert response.status_code == 503 and response.json()["id"] == 10, response.text
 
 
 def _exited_clean(replica: Replica, signalled: float, bound: float) -> None:

@@ -7,7 +7,6 @@ use against the real parser. The container image is not built here (see deploy/C
 
 from __future__ import annotations
 
-import argparse
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from wasmexec._cli.main import build_parser
+from tests.helpers import serve_options
 from wasmexec._server.shutdown import CLOSE_GRACE_S, STOP_GRACE_S
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -58,12 +57,6 @@ def _flags(args: list[str]) -> dict[str, str | None]:
             name, _, value = arg.partition("=")
             flags[name] = value or None
     return flags
-
-
-def _serve_options() -> set[str]:
-    parser = build_parser()
-    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return {option for action in commands.choices["serve"]._actions for option in action.option_strings}
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
@@ -114,7 +107,7 @@ def _manifest_flags() -> list[Any]:
 
 @pytest.mark.parametrize("flag", _manifest_flags())
 def test_every_flag_the_deployment_passes_is_a_serve_option(flag: str) -> None:
-    assert flag in _serve_options()
+    assert flag in serve_options()
 
 
 def test_the_containerfile_builds_the_sandbox_and_serves_over_http() -> None:
@@ -122,7 +115,7 @@ def test_the_containerfile_builds_the_sandbox_and_serves_over_http() -> None:
     assert "wasmexec build" in text  # compiled at build time: a replica is ready in about a second
     command = re.search(r"^CMD (\[.*\])$", text, re.MULTILINE)
     assert command is not None
-    assert set(_flags(yaml.safe_load(command.group(1)))) <= _serve_options()
+    assert set(_flags(yaml.safe_load(command.group(1)))) <= serve_options()
 
 
 def test_the_haproxy_config_is_valid() -> None:

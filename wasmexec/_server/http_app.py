@@ -11,8 +11,9 @@ proxy.
 When the server is full or draining (`Admission.full`), a ``tools/call`` of ``run_python``
 that starts a run is answered 503 with ``Retry-After`` before the JSON-RPC dispatch; other
 requests (listing, resuming a paused run, an answer to a question a run asked) go through.
-The body is read (at most `MAX_PEEKED_BODY_BYTES`) only then. A draining server answers
-``/healthz`` with 503 too, so a proxy's health check takes it out of rotation.
+The body is read (at most `MAX_PEEKED_BODY_BYTES`) only then. A draining server refuses a
+2025-era ``initialize`` the same way (a new session would end with the process) and answers
+``/healthz`` with 503, so a proxy's health check takes it out of rotation.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class OperationsApp:
         if method == "POST" and self.admission.full():
             body, complete = await _peek(scope, receive)
             request = _json(body) if complete else None
-            if _starts_a_run(request):
+            # Draining, it takes no new 2025-era session either: a session opened here would end with it.
+            if _starts_a_run(request) or (self.admission.draining and _opens_a_session(request)):
                 await _busy(send, request, refusal(self.admission))
                 return
             receive = _replay(body, complete, receive)
@@ -162,6 +164,11 @@ def _starts_a_run(request: Any) -> TypeGuard[dict[str, Any]]:
     if not isinstance(params, dict) or params.get("name") != TOOL_NAME:
         return False
     return not params.get("requestState") and not params.get("request_state")
+
+
+def _opens_a_session(request: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether a JSON-RPC message is a 2025-era ``initialize`` (the session it opens lives in this process)."""
+    return isinstance(request, dict) and request.get("method") == "initialize"
 
 
 async def _busy(send: Send, request: dict[str, Any], message: str) -> None:
