@@ -162,15 +162,16 @@ def _start_replica(replica_set: ReplicaSet, name: str, runtime: Runtime, flags: 
     return replica
 
 
-def _haproxy_config(proxy_port: int, replicas: dict[str, Replica]) -> str:
-    """deploy/haproxy.cfg with the test's ports: its `bind` line, and its `server` lines (at the end) replaced."""
+def haproxy_config(proxy_port: int, replicas: dict[str, int]) -> str:
+    """deploy/haproxy.cfg with loopback ports (replica name -> port): its `bind` line, and its `server` lines
+    (at the end) replaced; logging to stdout added. benchmarks/bench_replicas.py uses it too."""
     text = HAPROXY_CFG.read_text()
     text, binds = re.subn(r"^(\s*)bind \S+$", rf"\g<1>bind 127.0.0.1:{proxy_port}", text, flags=re.MULTILINE)
     lines = text.rstrip().splitlines()
     assert binds == 1 and lines[-1].strip().startswith("server "), "deploy/haproxy.cfg changed shape"
     while lines[-1].strip().startswith("server "):
         lines.pop()
-    lines += [f"    server {replica.name} 127.0.0.1:{replica.port}" for replica in replicas.values()]
+    lines += [f"    server {name} 127.0.0.1:{port}" for name, port in replicas.items()]
     text = "\n".join(lines) + "\n"
     # Its log (haproxy.log beside the test's files) says where each request went and why.
     text = text.replace("\nglobal\n", "\nglobal\n    log stdout format raw local0 info\n", 1)
@@ -198,7 +199,9 @@ def replica_set(tmp_path: Path, runtime: Runtime) -> Iterator[ReplicaSet]:
             _wait_for_replica(replica, tmp_path)
         replica_set.proxy_port = free_port()
         config = tmp_path / "haproxy.cfg"
-        config.write_text(_haproxy_config(replica_set.proxy_port, replica_set.replicas))
+        config.write_text(
+            haproxy_config(replica_set.proxy_port, {r.name: r.port for r in replica_set.replicas.values()})
+        )
         with (tmp_path / "haproxy.log").open("wb") as log:
             replica_set.processes.append(subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=log,
                                                           stderr=subprocess.STDOUT))  # fmt: skip
@@ -539,7 +542,9 @@ def test_a_2026_approval_state_that_is_tampered_expired_or_not_the_callers_is_re
         async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300), trust_env=False,
                                       transport=_RewritingTransport(rewrite)) as http:  # fmt: skip
             approve = _approve(before=wait_past_the_deadline if case == "expired" else None)
-            async with Client(streamable_http_client(replica_set.url, http_client=http), mode="auto",
+            # One replica: the paused run is there on every branch, so only the state decides.
+            direct = replica_set.replicas[NAMES[0]].url
+            async with Client(streamable_http_client(direct, http_client=http), mode="auto",
                               elicitation_callback=approve) as client:  # fmt: skip
                 try:
                     result = _structured(await client.call_tool("run_python", arguments))
