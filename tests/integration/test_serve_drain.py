@@ -146,28 +146,36 @@ def _exited_clean(replica: Replica, signalled: float, bound: float) -> None:
 def _call_during(replica: Replica, mode: str, code: str, during: Callable[[], None]) -> Any:
     """Calls run_python with `code`; once the run is in flight, SIGTERMs the server and calls `during()` (on a
     worker thread); returns the call's result (or the exception the client raised) and when it was signalled."""
-    outcome: list[Any] = []
+    outcome: dict[str, Any] = {}
 
     async def main() -> None:
         with anyio.fail_after(STAGE_TIMEOUT_S + RUN_S + EXIT_BOUND_S):
-            async with Client(replica.url, mode=mode) as client:  # type: ignore[arg-type]
-                async with anyio.create_task_group() as group:
+            try:
+                async with Client(replica.url, mode=mode) as client:  # type: ignore[arg-type]
+                    async with anyio.create_task_group() as group:
 
-                    async def call() -> None:
+                        async def call() -> None:
+                            try:
+                                outcome["result"] = await client.call_tool("run_python", {"code": code})
+                            except Exception as exc:  # reported to the test, which decides
+                                outcome["result"] = exc
+
+                        group.start_soon(call)
+                        await _until(lambda: _running(replica), "the run to start")
+                        outcome["signalled"] = time.monotonic()
+                        replica.process.send_signal(signal.SIGTERM)
                         try:
-                            outcome.append(await client.call_tool("run_python", {"code": code}))
-                        except Exception as exc:  # reported to the test, which decides
-                            outcome.append(exc)
-
-                    group.start_soon(call)
-                    await _until(lambda: _running(replica), "the run to start")
-                    outcome.append(time.monotonic())
-                    replica.process.send_signal(signal.SIGTERM)
-                    await anyio.to_thread.run_sync(during)
+                            await anyio.to_thread.run_sync(during)
+                        except BaseException as exc:  # kept apart from what the transport raises below
+                            outcome["during"] = exc
+            except Exception:  # closing the session of a server that has exited: expected once it was signalled
+                if "signalled" not in outcome or "during" in outcome:
+                    raise
 
     anyio.run(main)
-    signalled, result = outcome
-    return result, signalled
+    if "during" in outcome:
+        raise outcome["during"]
+    return outcome["result"], outcome["signalled"]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"], ids=["2025", "2026"])
