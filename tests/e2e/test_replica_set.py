@@ -388,6 +388,35 @@ def test_sigterm_of_one_replica_during_a_run_delivers_its_answer_while_the_other
     _run(after)
 
 
+def test_a_2025_approval_answered_while_its_replica_drains_reaches_its_run_through_the_proxy(
+    replica_set: ReplicaSet,
+) -> None:
+    seen: list[str] = []
+    token = replica_set.tokens.get("alice")
+    holder: list[Replica] = []
+
+    async def drain_first() -> None:
+        """SIGTERM the session's replica, and answer only once HAProxy's health checks took it out of rotation."""
+        replica = replica_set.replicas[seen[0]]  # the replica that answered `initialize` holds the session
+        holder.append(replica)
+        replica.process.send_signal(signal.SIGTERM)
+        # HAProxy logs the health checks' verdict; requests through it cannot tell (a 503 is retried elsewhere).
+        down = f"Server wasmexec/{replica.name} is DOWN"
+        await _until(lambda: down in (replica_set.root / "haproxy.log").read_text(), "HAProxy to take it out")
+
+    async def main() -> None:
+        async with _connect(replica_set.url, "legacy", seen, token,
+                            elicitation_callback=_approve(before=drain_first)) as client:  # fmt: skip
+            result = _structured(await client.call_tool("run_python", {"code": RECORD.format(entry="drained")}))
+            assert result["approval_state"] == "APPROVED" and data_of(result) == "recorded", result
+
+    _run(main)
+    assert replica_set.ledger_entries() == ["drained"]
+    (replica,) = holder
+    wait_until(lambda: replica.process.poll() is not None, f"{replica.name} to exit", EXIT_BOUND_S)
+    assert replica.process.returncode == 0
+
+
 async def _until(ready: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
     with anyio.fail_after(timeout):
         while not ready():
