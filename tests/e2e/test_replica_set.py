@@ -41,6 +41,7 @@ from mcp.types import ElicitResult
 from tests.helpers import data_of, free_port, serve_options, wait_until
 from tests.integration.conftest import SERVERS, child_env
 from wasmexec import Runtime
+from wasmexec._server.resources import artifact_uri
 from wasmexec._server.shutdown import STOP_GRACE_S
 
 pytestmark = pytest.mark.slow
@@ -596,7 +597,8 @@ def test_principal_b_cannot_use_principal_as_session_or_artifacts_on_either_repl
             code = "open('/workspace/secret.txt', 'w').write('alice only')\nresult = 'ok'"
             created = _structured(await client.call_tool("run_python", {"code": code, "session": True}))
             data_of(created)
-        session_id, uris = created["session_id"], [artifact["uri"] for artifact in created["artifacts"]]
+        run_id, artifacts = created["run_id"], created["artifacts"]
+        session_id, uris = created["session_id"], [artifact_uri(run_id, artifact["path"]) for artifact in artifacts]
         assert uris, created
         for replica in replica_set.replicas.values():
             async with _connect(replica.url, "auto", token=tokens["bob"]) as client:
