@@ -99,6 +99,26 @@ def test_the_mounts_match_the_paths_the_flags_name() -> None:
     assert {Path(flags[f] or "").name for f in ("--state-key-file", "--auth-token-file")} == secret_keys
 
 
+def test_the_secrets_reach_the_server_as_private_files_it_accepts() -> None:
+    """wasmexec refuses a key or token file that group or others may read; a Secret volume's files are 0440
+    (with fsGroup) or root's: an init container copies them with mode 600 as the server's user."""
+    spec = _by_kind("Deployment")["spec"]["template"]["spec"]
+    (init,) = spec["initContainers"]
+    command = init["command"]
+    assert command[:3] == ["install", "-m", "600"], command
+    flags = _flags(_container()["args"])
+    copied_to = command[-1].rstrip("/")
+    assert {str(Path(flags[f] or "").parent) for f in ("--state-key-file", "--auth-token-file")} == {copied_to}
+    assert sorted(Path(source).name for source in command[3:-1]) == sorted(_by_kind("Secret")["stringData"])
+    volumes = {volume["name"]: volume for volume in spec["volumes"]}
+    mounts = {mount["mountPath"]: mount["name"] for mount in init["volumeMounts"]}
+    assert "emptyDir" in volumes[mounts[copied_to]] and volumes[mounts[copied_to]]["emptyDir"]["medium"] == "Memory"
+    sources = {str(Path(source).parent) for source in command[3:-1]}
+    assert [volumes[mounts[source]]["secret"]["secretName"] for source in sources] == [
+        _by_kind("Secret")["metadata"]["name"]
+    ]
+
+
 def _manifest_flags() -> list[Any]:
     flags = sorted(_flags(_container()["args"]))
     return [pytest.param(flag, marks=pytest.mark.xfail(reason=PENDING_FLAGS[flag], strict=False))
