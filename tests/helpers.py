@@ -113,3 +113,24 @@ def descendants(pid: int) -> set[int]:
             found.add(child)
             stack.append(child)
     return found
+
+
+def wait_until(ready: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Polls `ready` until it holds; fails the test naming `what` after `timeout` seconds."""
+    import pytest
+
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def serve_options() -> set[str]:
+    """Every option `wasmexec serve` has (from the real parser)."""
+    import argparse
+
+    from wasmexec._cli.main import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return {option for action in commands.choices["serve"]._actions for option in action.option_strings}

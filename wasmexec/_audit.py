@@ -3,7 +3,9 @@
 Lines carry digests (sha256) and sizes instead of content. Each line is written with
 a single ``write`` on a file opened in append mode, so lines from concurrent runs and
 processes never interleave; the file rotates by size (``audit.jsonl`` →
-``audit.jsonl.1`` …) under a file lock.
+``audit.jsonl.1`` …) under a file lock. A log opened with a replica id (`serve
+--replica-id`) puts it on every line, so the replicas of a set can share a log.
+
 
 Lines of an authenticated caller's runs (``serve --http`` with auth) carry ``principal``:
 the operator must be able to tell who ran what. It is the name the operator gave in the
@@ -57,16 +59,27 @@ def default_audit_path() -> Path:
 class AuditLog:
     """Appends audit lines to a JSONL file; thread- and process-safe; close is idempotent."""
 
-    def __init__(self, path: Path | str, *, max_bytes: int = DEFAULT_MAX_BYTES, backups: int = DEFAULT_BACKUPS) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        backups: int = DEFAULT_BACKUPS,
+        replica: str | None = None,
+    ) -> None:
         self.path = Path(path)
+        self._stamp = {"replica": replica} if replica is not None else {}
         self.max_bytes = max_bytes
         self.backups = backups
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # private: the audit trail
 
     def write(self, kind: str, **fields: Any) -> None:
-        """Appends one line: ``{"time", "kind", **fields}``."""
-        line = json.dumps({"time": time.time(), "kind": kind, **fields}, separators=(",", ":"), default=str) + "\n"
+        """Appends one line: ``{"time", "kind", "replica" (when named), **fields}``."""
+        line = (
+            json.dumps({"time": time.time(), "kind": kind, **self._stamp, **fields}, separators=(",", ":"), default=str)
+            + "\n"
+        )
         data = line.encode("utf-8", "surrogatepass")
         with self._lock:
             self._rotate_if_needed(len(data))

@@ -31,7 +31,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import ElicitResult
 
-from tests.helpers import descendants, free_port
+from tests.helpers import descendants, free_port, wait_until
 from tests.integration.conftest import SERVERS, child_env
 from wasmexec import Runtime
 from wasmexec._server.shutdown import STOP_GRACE_S
@@ -123,10 +123,12 @@ def _http(tmp_path: Path, runtime: Runtime) -> Iterator[tuple[Served, Any]]:
     served = _served(tmp_path)
     port = free_port()
     with (tmp_path / "stderr").open("wb") as stderr:
-        process = subprocess.Popen([*_command(tmp_path), "--http", "--port", str(port)], env={**os.environ,
+        # --drain-timeout 0: SIGTERM stops the runs at once here (tests/integration/test_serve_drain.py drains).
+        process = subprocess.Popen([*_command(tmp_path), "--http", "--port", str(port), "--drain-timeout", "0"],
+                                   env={**os.environ,
                                    **_env(served, runtime)}, stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
     try:
-        _wait_until(lambda: _accepts(port) or process.poll() is not None, "the server to listen")
+        wait_until(lambda: _accepts(port) or process.poll() is not None, "the server to listen")
         assert process.poll() is None, (tmp_path / "stderr").read_text()
         served.pid, served.exit_status = process.pid, process.poll
         yield served, f"http://127.0.0.1:{port}/mcp"
@@ -144,14 +146,6 @@ def _accepts(port: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _wait_until(ready: Callable[[], bool], what: str, timeout: float = STAGE_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def _alive(pid: int) -> bool:

@@ -52,3 +52,18 @@ def test_the_busy_answer_is_a_retryable_run_result() -> None:
     validate_run_result(structured)
     assert structured is not None and structured["result"]["error"] == {
         "type": "ServerBusy", "message": structured["result"]["error"]["message"], "retryable": True}  # fmt: skip
+
+
+def test_a_draining_admission_refuses_every_new_run_retryably_and_runs_admitted_before_go_on() -> None:
+    admission = Admission(max_concurrent_runs=4, max_queued_runs=4)
+    before = admission.admit()
+    assert before is not None
+    admission.drain()
+    assert admission.full() and admission.admit() is None
+    with before:
+        assert admission.running == 1
+    refused = busy_result(admission).structured_content
+    assert refused is not None
+    validate_run_result(refused)
+    error = refused["result"]["error"]
+    assert error["type"] == "ServerBusy" and error["retryable"] is True and "draining" in error["message"]

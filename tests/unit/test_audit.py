@@ -60,3 +60,13 @@ def test_a_run_that_could_not_finish_still_gets_its_run_line(tmp_path: Path) -> 
     record = json.loads(line)
     assert record["kind"] == "run" and record["run_id"] == "r1" and record["outcome"] == "SandboxError"
     assert record["code_digest"] == digest("1")
+
+
+def test_a_log_opened_with_a_replica_id_puts_it_on_every_line(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path / "audit.jsonl", replica="web-1-42")
+    log.write("run", run_id="a")
+    log.write("tool_call", run_id="a")
+    lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(line["kind"], line["replica"]) for line in lines] == [("run", "web-1-42"), ("tool_call", "web-1-42")]
+    AuditLog(tmp_path / "other.jsonl").write("run", run_id="b")
+    assert "replica" not in json.loads((tmp_path / "other.jsonl").read_text())

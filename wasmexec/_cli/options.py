@@ -320,7 +320,7 @@ def open_audit(args: argparse.Namespace) -> AuditLog | None:
     if args.no_audit:
         return None
     try:
-        return AuditLog(args.audit_log or _default_audit_path())
+        return AuditLog(args.audit_log or _default_audit_path(), replica=getattr(args, "replica_id", None))
     except OSError as exc:
         print(f"warning: no audit log ({exc}); pass --audit-log PATH or --no-audit", file=sys.stderr)
         return None

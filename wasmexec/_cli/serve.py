@@ -21,7 +21,10 @@ and `--max-sessions 0` turns them off.
 
 SIGTERM and SIGINT stop either transport the same way (`wasmexec._server.shutdown`): runs are
 stopped and audited, then the transport stops, then everything the server made is closed and
-removed (the exit stack below, in reverse order), and the exit status is 0.
+removed (the exit stack below, in reverse order), and the exit status is 0. Over HTTP, SIGTERM
+first drains for up to ``--drain-timeout`` seconds: no new runs, the runs in flight finish and
+answer. ``--replica-id`` (default host and pid) names this process in ``/healthz`` and on every
+audit line, so a replica set's shared logs say which replica did what.
 """
 
 from __future__ import annotations
@@ -82,6 +85,10 @@ DEFAULT_MAX_CONCURRENT_RUNS = 8
 DEFAULT_MAX_QUEUED_RUNS = 16
 MAX_RUNS = 1024
 _MIB = 1024 * 1024
+#: Mirrors `wasmexec._server.shutdown.DEFAULT_DRAIN_TIMEOUT_S` (the parser is built on every start).
+DEFAULT_DRAIN_TIMEOUT_S = 30
+#: A drain longer than an hour is a stuck process, not a drain.
+MAX_DRAIN_TIMEOUT_S = 3600
 
 
 def add_serve_parser(commands: Any) -> None:
@@ -112,6 +119,7 @@ def add_serve_parser(commands: Any) -> None:
                        "loopback is always accepted; repeatable")  # fmt: skip
     proxy.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
                        help="also accept this Origin header (e.g. https://app.example.com); repeatable")  # fmt: skip
+    _add_replica_options(serve)
     serve.add_argument("--profile", action="append", type=_profile_list, dest="profiles", metavar="NAME",
                        help="the guest image(s) to offer: default, science (numpy, pandas, …; build it first with "
                        "wasmexec build --profile science); repeatable or comma-separated; with more than one, "
@@ -200,6 +208,35 @@ def _state(args: argparse.Namespace) -> tuple[StateDir | None, StateKey]:
     return state, shared or StateKey.ephemeral()
 
 
+def _add_replica_options(serve: Any) -> None:
+    """--drain-timeout and --replica-id: running as one of several replicas (docs/deploy.md)."""
+    replicas = serve.add_argument_group("as a replica (with --http; docs/deploy.md)")
+    replicas.add_argument("--drain-timeout", type=int_option(0, MAX_DRAIN_TIMEOUT_S), default=DEFAULT_DRAIN_TIMEOUT_S,
+                          metavar="SECONDS", help="on SIGTERM, take no new runs and let the runs in flight finish for "
+                          f"up to this long before stopping them (default {DEFAULT_DRAIN_TIMEOUT_S}; 0 stops them at "
+                          "once; SIGINT always stops at once)")  # fmt: skip
+    replicas.add_argument("--replica-id", type=_replica_id, metavar="ID",
+                          help="this process's name in /healthz and on every audit line (default: host name and "
+                          "pid, e.g. web-1-4242)")  # fmt: skip
+
+
+def _replica_id(text: str) -> str:
+    """An argparse type: a replica id, printable and short (it goes into every audit line)."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}", text):
+        raise argparse.ArgumentTypeError(f"expected letters, digits and . _ : - (at most 128), got {text!r}")
+    return text
+
+
+def default_replica_id() -> str:
+    """The host name and the pid: unique among the replicas of one host and across hosts (pods' names)."""
+    import os
+    import socket
+
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def _profile_list(text: str) -> list[str]:
     """An argparse type: one profile name or a comma-separated list of them."""
     try:
@@ -243,6 +280,8 @@ def command_serve(args: argparse.Namespace) -> int:
 
     allowed_hosts, allowed_origins = _allowed_names(args)
     authenticator = authenticator_from_args(args)
+    if args.replica_id is None:
+        args.replica_id = default_replica_id()
     limits, config, policy, audit = (
         limits_from_args(args),
         load_servers(args),
@@ -276,7 +315,7 @@ def command_serve(args: argparse.Namespace) -> int:
         stack.callback(server.close)  # first: every run ends (audited) before anything it uses closes
         if listener is not None:
             announce(authenticator, args.allow_unauthenticated)
-            _serve_http(server, listener, args.host, args.port, allowed_hosts, allowed_origins, authenticator)
+            _serve_http(server, listener, args, allowed_hosts, allowed_origins, authenticator)
         else:
             _serve_stdio(server)
         from wasmexec._server.shutdown import ignore_signals
@@ -378,8 +417,7 @@ def _allowed_names(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def _serve_http(
     server: RunPythonServer,
     listener: socket.socket,
-    host: str,
-    port: int,
+    args: argparse.Namespace,
     allowed_hosts: list[str],
     allowed_origins: list[str],
     authenticator: Authenticator | None = None,
@@ -389,7 +427,7 @@ def _serve_http(
 
     from wasmexec._server.http_app import OperationsApp, transport_security
     from wasmexec._server.metrics import RunMetrics
-    from wasmexec._server.shutdown import CLOSE_GRACE_S, STOP_GRACE_S, serve_until_signalled
+    from wasmexec._server.shutdown import CLOSE_GRACE_S, STOP_GRACE_S, Drain, serve_until_signalled
 
     broker = server.broker
     breakers = broker.pool.breaker_states if broker is not None else None
@@ -409,10 +447,11 @@ def _serve_http(
         from wasmexec._server.auth import AuthGate
 
         mcp_app = AuthGate(mcp_app, authenticator)
-    app = OperationsApp(mcp_app, server.admission, metrics, breakers, profiles)
+    app = OperationsApp(mcp_app, server.admission, metrics, breakers, profiles, args.replica_id)
     config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=CLOSE_GRACE_S)
-    shown = f"[{host}]" if ":" in host else host  # an IPv6 address in a URL
-    print(f"wasmexec: serving run_python at http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+    shown = f"[{args.host}]" if ":" in args.host else args.host  # an IPv6 address in a URL
+    print(f"wasmexec: serving run_python at http://{shown}:{args.port}/mcp (replica {args.replica_id})",
+          file=sys.stderr, flush=True)  # fmt: skip
 
     class Uvicorn(uvicorn.Server):
         @contextmanager
@@ -426,5 +465,6 @@ def _serve_http(
     def stop() -> None:
         http.should_exit = True
 
+    drain = Drain(server.admission.drain, server.runs.idle, float(args.drain_timeout))
     anyio.run(serve_until_signalled, lambda: http.serve(sockets=[listener]), lambda: server.runs.stop_all(STOP_GRACE_S),
-              stop)  # fmt: skip
+              stop, drain)  # fmt: skip

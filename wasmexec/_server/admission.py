@@ -5,6 +5,10 @@ in flight or queued; otherwise it is refused at once (HTTP: 503 with ``Retry-Aft
 before the JSON-RPC dispatch, see `wasmexec._server.http_app`; stdio: a retryable
 error result, `busy_result`), so a burst of calls cannot pile up threads and memory.
 An admitted run waits on its own thread for one of ``max_concurrent_runs`` slots.
+
+A draining server (`Admission.drain`, on SIGTERM: `wasmexec._server.shutdown`) admits no
+new run at all and refuses each the same retryable way, so a proxy sends it elsewhere;
+runs admitted before go on.
 """
 
 from __future__ import annotations
@@ -50,13 +54,20 @@ class Admission:
         self._slots = threading.Semaphore(max_concurrent_runs)
         self.running = 0
         self.queued = 0
+        self.draining = False
+        """No new run is admitted (the server is stopping); set once, never cleared."""
 
     def full(self) -> bool:
-        """Whether the next call would be refused."""
-        return self.running + self.queued >= self.max_concurrent_runs + self.max_queued_runs
+        """Whether the next call would be refused: no room, or draining."""
+        return self.draining or self.running + self.queued >= self.max_concurrent_runs + self.max_queued_runs
+
+    def drain(self) -> None:
+        """Admits no new run from now on; runs admitted before go on."""
+        with self._lock:
+            self.draining = True
 
     def admit(self) -> Ticket | None:
-        """A place for one run (queued until it enters its ticket), or None when full."""
+        """A place for one run (queued until it enters its ticket), or None when full or draining."""
         with self._lock:
             if self.full():
                 return None
@@ -115,11 +126,22 @@ class Ticket:
                 pass
 
 
+def refusal(admission: Admission) -> str:
+    """Why a new run is refused now (`Admission.full`)."""
+    if admission.draining:
+        return "the server is draining (shutting down) and takes no new runs; another replica will"
+    return "the server is busy: too many runs in flight and queued"
+
+
 def busy_result(admission: Admission) -> CallToolResult:
-    """The answer to a call that found the server full: a retryable failure in the run result's shape."""
+    """The answer to a call that found the server full or draining: a retryable failure in the run result's shape."""
     message = (
-        f"the server is busy: {admission.running} runs in flight and {admission.queued} queued "
-        f"(at most {admission.max_concurrent_runs} and {admission.max_queued_runs})"
+        refusal(admission)
+        if admission.draining
+        else (
+            f"the server is busy: {admission.running} runs in flight and {admission.queued} queued "
+            f"(at most {admission.max_concurrent_runs} and {admission.max_queued_runs})"
+        )
     )
     hint = f"Retry in {RETRY_AFTER_S} s; nothing ran."
     error: ErrorInfo = {"type": "ServerBusy", "message": message, "retryable": True}

@@ -18,12 +18,21 @@ def health(
     admission: Admission,
     breaker_states: Callable[[], dict[str, str]] | None = None,
     profiles: Mapping[str, Mapping[str, Any]] | None = None,
+    replica: str | None = None,
 ) -> dict[str, Any]:
-    """The health document: status, version, runs in flight and queued, breakers not closed, and the
-    profiles served (`RunPythonServer.profile_states`: each loaded before the server listened)."""
+    """The health document: status, the replica's id, version, runs in flight and queued, breakers not
+    closed, and the profiles served (`RunPythonServer.profile_states`: each loaded before the server
+    listened).
+
+    The status is ``draining`` once the server stops taking runs (HTTP answers it with 503, so a proxy
+    or a readiness probe sends no more calls), ``busy`` when the next call would be refused as
+    retryable, ``ok`` otherwise.
+    """
     breakers = breaker_states() if breaker_states is not None else {}
+    status = "draining" if admission.draining else "busy" if admission.full() else "ok"
     return {
-        "status": "busy" if admission.full() else "ok",
+        "status": status,
+        **({"replica": replica} if replica is not None else {}),
         "version": __version__,
         "runs": {
             "in_flight": admission.running,

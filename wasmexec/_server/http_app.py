@@ -8,10 +8,12 @@ protection checks ``Host`` and ``Origin``: loopback names always, plus the hosts
 origins the operator names (`transport_security`), for a deployment behind a reverse
 proxy.
 
-When the server is full (`Admission.full`), a ``tools/call`` of ``run_python`` that
-starts a run is answered 503 with ``Retry-After`` before the JSON-RPC dispatch; other
-requests (listing, resuming a paused run) go through. The body is read (at most
-`MAX_PEEKED_BODY_BYTES`) only when the server is full.
+When the server is full or draining (`Admission.full`), a ``tools/call`` of ``run_python``
+that starts a run is answered 503 with ``Retry-After`` before the JSON-RPC dispatch; other
+requests (listing, resuming a paused run, an answer to a question a run asked) go through.
+The body is read (at most `MAX_PEEKED_BODY_BYTES`) only then. A draining server refuses a
+2025-era ``initialize`` the same way (a new session would end with the process) and answers
+``/healthz`` with 503, so a proxy's health check takes it out of rotation.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, TypeGuard
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 
 from wasmexec._envelope import TOOL_NAME
-from wasmexec._server.admission import RETRY_AFTER_S, Admission
+from wasmexec._server.admission import RETRY_AFTER_S, Admission, refusal
 from wasmexec._server.health import health
 from wasmexec._server.metrics import RunMetrics
 
@@ -74,12 +76,14 @@ class OperationsApp:
         metrics: RunMetrics,
         breaker_states: Callable[[], dict[str, str]] | None = None,
         profiles: Mapping[str, Mapping[str, Any]] | None = None,
+        replica: str | None = None,
     ) -> None:
         self.mcp_app = mcp_app
         self.admission = admission
         self.metrics = metrics
         self.breaker_states = breaker_states
         self.profiles = profiles
+        self.replica = replica
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -92,8 +96,9 @@ class OperationsApp:
         if method == "POST" and self.admission.full():
             body, complete = await _peek(scope, receive)
             request = _json(body) if complete else None
-            if _starts_a_run(request):
-                await _busy(send, request)
+            # Draining, it takes no new 2025-era session either: a session opened here would end with it.
+            if _starts_a_run(request) or (self.admission.draining and _opens_a_session(request)):
+                await _busy(send, request, refusal(self.admission))
                 return
             receive = _replay(body, complete, receive)
         await self.mcp_app(scope, receive, send)
@@ -102,8 +107,9 @@ class OperationsApp:
         if method != "GET":
             await respond(send, 405, b"only GET\n", "text/plain; charset=utf-8", [(b"allow", b"GET")])
         elif path == "/healthz":
-            document = json.dumps(health(self.admission, self.breaker_states, self.profiles)).encode()
-            await respond(send, 200, document, "application/json")
+            document = health(self.admission, self.breaker_states, self.profiles, self.replica)
+            status = 503 if document["status"] == "draining" else 200
+            await respond(send, status, json.dumps(document).encode(), "application/json")
         else:
             exposition, content_type = self.metrics.exposition()
             await respond(send, 200, exposition, content_type)
@@ -160,8 +166,13 @@ def _starts_a_run(request: Any) -> TypeGuard[dict[str, Any]]:
     return not params.get("requestState") and not params.get("request_state")
 
 
-async def _busy(send: Send, request: dict[str, Any]) -> None:
-    error = {"code": SERVER_BUSY_CODE, "message": "the server is busy: too many runs in flight and queued",
+def _opens_a_session(request: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether a JSON-RPC message is a 2025-era ``initialize`` (the session it opens lives in this process)."""
+    return isinstance(request, dict) and request.get("method") == "initialize"
+
+
+async def _busy(send: Send, request: dict[str, Any], message: str) -> None:
+    error = {"code": SERVER_BUSY_CODE, "message": message,
              "data": {"retryable": True, "retry_after_s": RETRY_AFTER_S}}  # fmt: skip
     body = json.dumps({"jsonrpc": "2.0", "id": request.get("id"), "error": error}).encode()
     await respond(send, 503, body, "application/json", [(b"retry-after", str(RETRY_AFTER_S).encode())])

@@ -8,9 +8,11 @@ currently driving it. In the 2025 era the same object serves one request from st
 to end, with approvals asked by elicitation while it waits.
 
 `LiveRuns` knows every run whose thread has not ended, paused ones included, so a
-shutdown can stop them all (`stop_all`): a question a run waits on is answered "no"
-(a paused approval is audited as denied), the run is cancelled, and the shutdown waits,
-bounded, for each thread to write its audit line and give back its directories.
+drain can wait for them to end by themselves (`idle`) and a shutdown can stop them all
+(`stop_all`): a question a run waits on is answered "no" (a paused approval is audited as
+denied, and an ``abandoned`` audit line says the client never answered), the run is
+cancelled, and the shutdown waits, bounded, for each thread to write its audit line and
+give back its directories.
 """
 
 from __future__ import annotations
@@ -148,6 +150,8 @@ class ServerRun:
         self._questions = 0  # approvals being asked now (under `_asking`)
         self._samples: list[Sample] = []
         self._samples_lock = threading.Lock()
+        self.abandoned: str | None = None
+        """What the run was waiting on from its client when the server stopped it (``approval``, ``sampling``)."""
         self.on_end: Callable[[ServerRun], None] | None = None
         """Told (on the run's thread) once the run has ended and its result is out (`LiveRuns`)."""
         # In the request's context: the run (and its audit lines) acts for the request's principal.
@@ -180,6 +184,10 @@ class ServerRun:
             finally:
                 if self.session is not None:
                     result = self._end_session(self.session, workspace, result)
+        if self.abandoned is not None and sandbox.audit is not None and not isinstance(result, BaseException):
+            # The run line (written by the sandbox) says what ended; this one, that the client never answered.
+            sandbox.audit.write("abandoned", run_id=result["run_id"], trace_id=result["trace_id"],
+                                waiting_on=self.abandoned, reason="the server stopped first")  # fmt: skip
         self._ticket.record(result)
         self._events.put(Done(result))
         if self.on_end is not None:
@@ -192,6 +200,9 @@ class ServerRun:
         approval settles as denied (audited so) before the cancellation reaches the call. Idempotent;
         safe before the run starts.
         """
+        with self._asking, self._samples_lock:
+            if self._questions or self._samples:
+                self.abandoned = "approval" if self._questions else "sampling"
         self._stopping.set()
         self._answers.put(False)
         with self._asking:
@@ -367,6 +378,11 @@ class LiveRuns:
     def _ended(self, run: ServerRun) -> None:
         with self._lock:
             self._runs.discard(run)
+
+    def idle(self) -> bool:
+        """Whether no run is live (a drain is over when this holds)."""
+        with self._lock:
+            return not self._runs
 
     def stop_all(self, grace_s: float) -> bool:
         """Stops every run, and every run started later; waits up to `grace_s` for all to end.
