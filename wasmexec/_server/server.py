@@ -26,9 +26,11 @@ one definition of what a call may send), so a call can lower a limit, never rais
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,12 +188,13 @@ class RunPythonServer:
         self._paused = PausedRuns()
         self.runs = LiveRuns()
         """Every run not yet ended: `close` stops them."""
-        self._approvals_dir: tempfile.TemporaryDirectory[str] | None = None
+        self._approvals_dir: weakref.finalize[Any, Any] | None = None
         if self.options.state is not None:
             approvals_root = self.options.state.approvals
         else:  # one process, no shared store: a private directory that goes with the server
-            self._approvals_dir = tempfile.TemporaryDirectory(prefix="wasmexec-approvals-")
-            approvals_root = Path(self._approvals_dir.name)
+            approvals_root = Path(tempfile.mkdtemp(prefix="wasmexec-approvals-"))
+            # Removed by `close`, else when the server is collected or at exit (quietly: no ResourceWarning).
+            self._approvals_dir = weakref.finalize(self, shutil.rmtree, approvals_root, True)
         self.approvals = ApprovalStore(approvals_root, self.options.state_key)
         """Single-use states, approved calls' outcomes, large logs (`wasmexec._state.approvals`)."""
         self.admission = Admission(self.options.max_concurrent_runs, self.options.max_queued_runs)
@@ -225,7 +228,7 @@ class RunPythonServer:
         if self.sessions is not None:
             self.sessions.close()
         if self._approvals_dir is not None:
-            self._approvals_dir.cleanup()
+            self._approvals_dir()
         return ended
 
     def lowlevel(self) -> Server[Any]:
