@@ -67,3 +67,13 @@ def test_a_draining_admission_refuses_every_new_run_retryably_and_runs_admitted_
     validate_run_result(refused)
     error = refused["result"]["error"]
     assert error["type"] == "ServerBusy" and error["retryable"] is True and "draining" in error["message"]
+
+
+def test_a_draining_admission_still_takes_the_replay_of_a_paused_approval_while_there_is_room() -> None:
+    admission = Admission(max_concurrent_runs=1, max_queued_runs=0)
+    admission.drain()
+    assert admission.admit() is None  # a new run goes to another replica
+    replay = admission.admit(continuing=True)  # the end of a run the client started: the drain finishes it
+    assert replay is not None
+    assert admission.admit(continuing=True) is None  # but never past the slots
+    replay.cancel()

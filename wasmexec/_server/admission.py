@@ -59,17 +59,24 @@ class Admission:
 
     def full(self) -> bool:
         """Whether the next call would be refused: no room, or draining."""
-        return self.draining or self.running + self.queued >= self.max_concurrent_runs + self.max_queued_runs
+        return self.draining or self._no_room()
+
+    def _no_room(self) -> bool:
+        return self.running + self.queued >= self.max_concurrent_runs + self.max_queued_runs
 
     def drain(self) -> None:
         """Admits no new run from now on; runs admitted before go on."""
         with self._lock:
             self.draining = True
 
-    def admit(self) -> Ticket | None:
-        """A place for one run (queued until it enters its ticket), or None when full or draining."""
+    def admit(self, continuing: bool = False) -> Ticket | None:
+        """A place for one run (queued until it enters its ticket), or None when full or draining.
+
+        `continuing`: the run finishes one a client already started (the replay of a paused approval):
+        a draining server still takes it, as it lets the runs in flight finish; only room counts.
+        """
         with self._lock:
-            if self.full():
+            if self.full() and not (continuing and self.draining and not self._no_room()):
                 return None
             self.queued += 1
         return Ticket(self)

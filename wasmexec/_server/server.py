@@ -297,7 +297,7 @@ class RunPythonServer:
             except (KeyError, TypeError, ValueError) as exc:
                 raise replay.invalid(f"log: {exc}") from None
             job = self.arguments(params.arguments or {})
-            answer = await self._run(ctx, job, caller, journal, snapshot.get("vault"))
+            answer = await self._run(ctx, job, caller, journal, snapshot.get("vault"), continuing=True)
             if isinstance(answer, InputRequiredResult) or answer.structured_content is not None:
                 await anyio.to_thread.run_sync(claim.finish, replay.record(answer))
             return answer  # anything else (busy, a session in use): the state stays usable
@@ -305,10 +305,14 @@ class RunPythonServer:
             claim.release()
 
     async def _run(
-        self, ctx: Context, job: Job, caller: str | None, journal: Journal | None = None, vault: Any = None
-    ) -> CallToolResult | InputRequiredResult:
-        """Runs a job (a new call, or the replay of a paused one with its `journal` and PII `vault`)."""
-        ticket = self.admission.admit()
+        self, ctx: Context, job: Job, caller: str | None, journal: Journal | None = None, vault: Any = None,
+        *, continuing: bool = False,
+    ) -> CallToolResult | InputRequiredResult:  # fmt: skip
+        """Runs a job (a new call, or the replay of a paused one with its `journal` and PII `vault`).
+
+        `continuing` (a replay): a draining server still runs it, as it finishes the runs in flight.
+        """
+        ticket = self.admission.admit(continuing)
         if ticket is None:
             return busy_result(self.admission)
         started = False
