@@ -134,3 +134,20 @@ def serve_options() -> set[str]:
 
     (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     return {option for action in commands.choices["serve"]._actions for option in action.option_strings}
+
+
+def haproxy() -> str:
+    """The path of Debian's haproxy. Without it the test skips, saying how to install it, except in CI
+    (`CI` set, as `.ci/run` is run), where it fails: a skip there would hide a missing install step."""
+    import os
+    import shutil
+
+    import pytest
+
+    found = shutil.which("haproxy")
+    if found is None:
+        why = "haproxy is not installed: apt-get install -y haproxy (.ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    return found

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitResult
 
-from tests.helpers import data_of, free_port, wait_until
+from tests.helpers import data_of, free_port, haproxy, wait_until
 from tests.integration.conftest import SERVERS, child_env
 from wasmexec import Runtime
 from wasmexec._server.resources import artifact_uri
@@ -178,9 +177,7 @@ def _healthy(url: str) -> int | None:
 
 @pytest.fixture
 def replica_set(tmp_path: Path, runtime: Runtime) -> Iterator[ReplicaSet]:
-    haproxy = shutil.which("haproxy")
-    if haproxy is None:
-        pytest.fail("haproxy is not installed: apt-get install -y haproxy (.ci/run does)")
+    proxy = haproxy()
     replica_set = ReplicaSet(tmp_path)
     flags, replica_set.tokens = _shared_flags(tmp_path)
     try:
@@ -194,7 +191,7 @@ def replica_set(tmp_path: Path, runtime: Runtime) -> Iterator[ReplicaSet]:
             haproxy_config(replica_set.proxy_port, {r.name: r.port for r in replica_set.replicas.values()})
         )
         with (tmp_path / "haproxy.log").open("wb") as log:
-            replica_set.processes.append(subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=log,
+            replica_set.processes.append(subprocess.Popen([proxy, "-db", "-f", str(config)], stdout=log,
                                                           stderr=subprocess.STDOUT))  # fmt: skip
         _wait_for_both_behind_the_proxy(replica_set)
         yield replica_set

@@ -8,7 +8,6 @@ use against the real parser. The container image is not built here (see deploy/C
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.helpers import serve_options
+from tests.helpers import haproxy, serve_options
 from wasmexec._server.shutdown import CLOSE_GRACE_S, STOP_GRACE_S
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -131,10 +130,8 @@ def test_the_containerfile_builds_the_sandbox_and_serves_over_http() -> None:
 
 
 def test_the_haproxy_config_is_valid() -> None:
-    haproxy = shutil.which("haproxy")
-    if haproxy is None:
-        pytest.fail("haproxy is not installed: apt-get install -y haproxy (.ci/run does)")
-    checked = subprocess.run([haproxy, "-c", "-f", str(DEPLOY / "haproxy.cfg")], capture_output=True, text=True,
+    proxy = haproxy()
+    checked = subprocess.run([proxy, "-c", "-f", str(DEPLOY / "haproxy.cfg")], capture_output=True, text=True,
                              timeout=60)  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
