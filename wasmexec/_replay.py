@@ -9,19 +9,24 @@ see what the first run saw:
   guest got it (JSON text after PII scrubbing, or the error), and every `llm.ask` answer.
 - When the run pauses for an approval, `snapshot` takes that log, the call it paused on, and
   the calls still waiting for an approval of their own ("unsent": they never reached a server).
+  When it pauses to ask the client's model (`llm.ask` not in the log), the same, with the
+  questions asked in that round ("asked") instead of a paused call: the retry brings their
+  answers, which the replay gives those questions as if they were logged.
 - A replaying run's journal (`Journal.replaying`) answers each logged call from the log without
   calling the server; the paused call is the one the user's answer applies to (it runs once,
   under `guard`, an idempotency record in the shared store); a call that is neither, before the
   approved one has run, is a *divergence*: the code did not do the same thing twice (it used
   random numbers, the time, or another session state). The run is stopped with a clear error.
   After the approved call, the replay is an ordinary run again, and a later pause snapshots the
-  grown log.
+  grown log. A replay that pauses again or ends without asking a question it paused on has
+  diverged too.
 
 Calls are matched by a key (server, tool, what was asked, and a digest of the arguments as the
 guest sent them) and an occurrence number per key (the n-th call with that key). Global order
 is not required: calls started together (``asyncio.gather``) may end in any order.
 
-Threads: `start`, `refused` run on the run's worker thread; `done` on the broker's event loop
+Threads: `start`, `refused`, `sample_started` run on the run's worker thread; the sampler on a
+thread per question; `done` on the broker's event loop
 (or the worker thread); `asking` on the loop; `wait_quiet` and `snapshot` on the approver's
 thread. One lock (a condition) guards everything.
 """
@@ -34,7 +39,7 @@ import json
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -122,7 +127,11 @@ class Journal:
     unsent: set[tuple[str, int]] = field(default_factory=set)
     """Calls that were waiting for an approval of their own when the first run paused (never sent)."""
     samples: dict[tuple[str, int], Any] = field(default_factory=dict)
-    """(sample key, occurrence) → the sampler's answer."""
+    """(sample key, occurrence) → the sampler's answer (an error as `encode_outcome` gives it)."""
+    awaited: set[tuple[str, int]] = field(default_factory=set)
+    """The questions the first run paused on: their answers (from the retry) are in `samples`."""
+    replay: bool = False
+    """This run replays a paused one."""
     approved: tuple[str, int] | None = None
     """The call the user answered, and `answer` the answer."""
     answer: bool = False
@@ -141,26 +150,41 @@ class Journal:
     _sample_starts: dict[str, int] = field(default_factory=dict)
     _bytes: int = 0
     """Text the log holds (outcomes and answers): over `MAX_LOG_BYTES` the run can no longer pause."""
+    _asked: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    """Questions for the client's model, waiting for the run to pause (their requests)."""
+    _samples_open: int = 0
+    """Questions started and not yet answered or `_asked` (the quiet wait waits for them)."""
     _approved_handle: int | None = None
     _approved_taken: bool = False
     _changed: threading.Condition = field(default_factory=threading.Condition)
 
     @classmethod
-    def replaying(cls, payload: dict[str, Any], answer: bool, guard: Guard | None) -> Journal:
-        """The journal of a replay, from a `snapshot` payload (already authenticated). Raises ValueError."""
+    def replaying(
+        cls, payload: dict[str, Any], answer: bool, guard: Guard | None,
+        answers: Sequence[Outcome | dict[str, Any]] = (),
+    ) -> Journal:  # fmt: skip
+        """The journal of a replay, from a `snapshot` payload (already authenticated), the user's `answer` to the
+        approval it paused on, or the model's `answers` to the questions it asked (in order). Raises ValueError."""
         pending = payload["pending"]
-        journal = cls(approved=(str(pending[0]), int(pending[1])), answer=answer, guard=guard,
-                      origin=str(payload.get("origin", "")))  # fmt: skip
+        journal = cls(approved=(str(pending[0]), int(pending[1])) if pending is not None else None, answer=answer,
+                      guard=guard, origin=str(payload.get("origin", "")), replay=True)  # fmt: skip
         for key, occurrence, outcome in payload["log"]:
             decode_outcome(outcome)
             journal.log[(str(key), int(occurrence))] = outcome
         journal.unsent = {(str(key), int(occurrence)) for key, occurrence in payload["unsent"]}
         journal.samples = {(str(key), int(occurrence)): answer for key, occurrence, answer in payload["samples"]}
+        asked = payload.get("asked") or []
+        if len(asked) != len(answers):
+            raise ValueError(f"{len(asked)} questions were asked, {len(answers)} answers expected")
+        for (key, occurrence, _request), reply in zip(asked, answers, strict=True):
+            slot = (str(key), int(occurrence))
+            journal.awaited.add(slot)
+            journal.samples[slot] = _encode_answer(reply)
         return journal
 
-    @property
-    def replaying_run(self) -> bool:
-        return self.approved is not None
+    def _resumed(self) -> bool:
+        """Whether the replay has passed what the first run paused on (then calls not logged are live)."""
+        return (self.approved is None or self._approved_taken) and self.awaited <= self._sampled.keys()
 
     # -- tool calls (the broker) ------------------------------------------------------------
     def start(self, handle: int, server_id: str, tool_name: str, kind: str, arguments: Any) -> tuple[Verdict, Any]:
@@ -179,10 +203,10 @@ class Journal:
                 self._approved_taken = True
                 self._approved_handle = handle
                 return "approved", None
-            if self.approved is None or self._approved_taken or slot in self.unsent:
+            if self._resumed() or slot in self.unsent:
                 return "live", None
             reason = (f"the replayed run called {label} where the first run did not (or with other arguments), "
-                      "before reaching the approved call")  # fmt: skip
+                      "before reaching what it paused on")  # fmt: skip
         self._diverge(reason)
         return "diverged", None
 
@@ -210,52 +234,83 @@ class Journal:
         """Blocks until every open call waits for an approval (or `deadline`, monotonic): then the log
         holds every call that reached a server, and no call is lost between the pause and the replay."""
         with self._changed:
-            while any(not call.asking for call in self._open.values()):
+            while self._samples_open > 0 or any(not call.asking for call in self._open.values()):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
                 self._changed.wait(left)
 
     # -- sampling --------------------------------------------------------------------------
+    def sample_started(self) -> None:
+        """A question was started (its sampler runs next, on a thread of its own): a pause waits for it."""
+        with self._changed:
+            self._samples_open += 1
+
     def sampler(self, inner: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
-        """`inner` with answers logged, and answered from the log when the replay asks the same again."""
+        """`inner` with answers logged, and answered from the log when the replay asks the same again.
+
+        A question not in the log is put among the `asked` ones before `inner` gets it: when `inner`
+        pauses the run (2026 era), the snapshot carries it, and every question asked with it."""
 
         def sample(request: dict[str, Any]) -> Any:
             key = sample_key(request)
             with self._changed:
                 occurrence = self._sample_starts[key] = self._sample_starts.get(key, 0) + 1
-                logged = self.samples.get((key, occurrence))
+                slot = (key, occurrence)
+                logged = self.samples.get(slot)
+                if logged is not None:
+                    self._sampled[slot] = logged
+                else:
+                    self._asked[slot] = request
+                self._samples_open -= 1
+                self._changed.notify_all()
             if logged is not None:
+                return _decode_answer(logged)
+            try:
+                answer = inner(request)
+            except HostCallError as error:
+                answer = error
+            finally:
                 with self._changed:
-                    self._sampled[(key, occurrence)] = logged
-                return logged
-            answer = inner(request)
-            if isinstance(answer, str | dict):
+                    self._asked.pop(slot, None)
+            if isinstance(answer, str | dict | HostCallError):
                 with self._changed:
-                    self._sampled[(key, occurrence)] = answer
-                    self._bytes += len(answer) if isinstance(answer, str) else len(str(answer.get("text", "")))
+                    self._sampled[slot] = _encode_answer(answer)
+                    self._bytes += len(str(answer if isinstance(answer, str | HostCallError) else answer.get("text")))
+            if isinstance(answer, HostCallError):
+                raise answer
             return answer
 
         return sample
 
+    def check_resumed(self) -> str | None:
+        """At a new pause or the end of a replay: why it diverged, if it never asked a question it paused on."""
+        with self._changed:
+            missed = self.awaited - self._sampled.keys()
+        if missed:
+            self._diverge("the replayed run did not ask the client's model the question the first run paused on "
+                          "(or asked it with other words)")  # fmt: skip
+        return self.diverged
+
     # -- pausing ---------------------------------------------------------------------------
-    def snapshot(self, handle: int) -> dict[str, Any]:
-        """What a replay needs, the run having paused on the call `handle`.
+    def snapshot(self, handle: int | None) -> dict[str, Any]:
+        """What a replay needs, the run having paused on the call `handle`, or (None) on the questions asked.
 
         Raises:
             LogTooLarge: the log is over `MAX_LOG_BYTES` compressed.
         """
         with self._changed:
-            call = self._open.get(handle)
-            if call is None:
-                raise ValueError(f"call {handle} is not open")
+            call = self._open.get(handle) if handle is not None else None
+            if call is None and (handle is not None or not self._asked):
+                raise ValueError(f"call {handle} is not open" if handle is not None else "no question is asked")
             if self._bytes > MAX_LOG_BYTES:  # checked before building it: the host never holds two copies
                 raise LogTooLarge(f"the run's calls returned {self._bytes} bytes before this approval; a run that "
                                   f"is to pause for an approval may take at most {MAX_LOG_BYTES}")  # fmt: skip
             payload = {
                 "origin": self.origin,
-                "pending": [call.key, call.occurrence],
-                "label": call.label,
+                "pending": [call.key, call.occurrence] if call is not None else None,
+                "label": call.label if call is not None else "llm.ask",
+                "asked": [] if call is not None else [[*slot, request] for slot, request in self._asked.items()],
                 "log": [[key, occurrence, outcome] for (key, occurrence), outcome in self._done.items()],
                 "unsent": [[each.key, each.occurrence] for h, each in self._open.items() if h != handle],
                 "samples": [[key, occurrence, answer] for (key, occurrence), answer in self._sampled.items()],
@@ -269,6 +324,19 @@ class Journal:
             self.diverged = reason
         if self.on_diverge is not None:
             self.on_diverge(reason)
+
+
+def _encode_answer(answer: Outcome | dict[str, Any]) -> Any:
+    """A model's answer as the log keeps it: as the sampler gave it, or an error (which a dict answer never is)."""
+    return {"error": encode_outcome(answer)} if isinstance(answer, HostCallError) else answer
+
+
+def _decode_answer(logged: Any) -> Any:
+    if isinstance(logged, dict) and "error" in logged and "text" not in logged:
+        error = decode_outcome(logged["error"])
+        if isinstance(error, HostCallError):
+            raise error
+    return logged
 
 
 def pack(payload: dict[str, Any]) -> bytes:

@@ -213,6 +213,8 @@ class Sampling:
     def start(self, run: RunState, handle: int, prompt: str, system: str) -> None:
         """Asks the sampler on a thread of its own; the outcome reaches the guest through `run.complete`."""
         run.calls.open(handle, TRACE_SERVER_ID, TRACE_TOOL_NAME)
+        if run.journal is not None:  # before the thread: a pause by replay waits for this question too
+            run.journal.sample_started()
         thread = threading.Thread(target=self._ask, args=(run, handle, prompt, system), daemon=True,
                                   name="wasmexec-sample")  # fmt: skip
         thread.start()

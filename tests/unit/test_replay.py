@@ -278,3 +278,68 @@ def test_a_packed_log_that_inflates_past_its_bound_is_refused(monkeypatch: pytes
     monkeypatch.setattr(_replay, "MAX_UNPACKED_BYTES", 1000)
     with pytest.raises(ValueError, match="inflates past"):
         unpack(zlib.compress(b"[" + b" " * 5000 + b"]"))
+
+
+def _asking_run() -> tuple[Journal, dict[str, Any]]:
+    """A run that read a value, then asked the client's model two questions together (2026: the run pauses)."""
+    journal = Journal()
+    journal.start(1, "s", "read", "tool", {"k": "a"})
+    journal.done(1, '"A"')
+    snapshots: dict[str, Any] = {}
+    released = threading.Event()
+
+    def pause(request: dict[str, Any]) -> Any:  # as `ServerRun._pause_to_ask`: the first pauses, the other waits
+        if request["prompt"] == "q1":
+            journal.wait_quiet(time.monotonic() + 5)  # waits for q2, started with it, to be asked too
+            snapshots["taken"] = unpack(pack(journal.snapshot(None)))
+            released.set()
+        released.wait(5)
+        raise HostCallError("unavailable", "paused", "")
+
+    ask = journal.sampler(pause)
+    raised: list[str] = []
+
+    def question(prompt: str) -> None:
+        try:
+            ask({"prompt": prompt, "system": None, "max_tokens": 5})
+        except HostCallError as error:
+            raised.append(error.message)
+
+    journal.sample_started()
+    journal.sample_started()
+    threads = [threading.Thread(target=question, args=(prompt,)) for prompt in ("q1", "q2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert raised == ["paused", "paused"]
+    return journal, snapshots["taken"]
+
+
+def test_a_pause_to_ask_the_model_carries_every_question_asked_and_its_replay_gives_them_the_answers() -> None:
+    _, snapshot = _asking_run()
+    assert snapshot["pending"] is None
+    assert sorted(request["prompt"] for *_, request in snapshot["asked"]) == ["q1", "q2"]
+    answers = [{"text": f"answer to {request['prompt']}", "model": "m"} for *_, request in snapshot["asked"]]
+    replayed = Journal.replaying(snapshot, False, None, answers)
+    assert replayed.start(1, "s", "read", "tool", {"k": "a"})[0] == "replayed"
+
+    def never(request: dict[str, Any]) -> Any:
+        raise AssertionError("a paused question is answered from the retry")
+
+    ask = replayed.sampler(never)
+    for prompt in ("q2", "q1"):
+        assert ask({"prompt": prompt, "system": None, "max_tokens": 5})["text"] == f"answer to {prompt}"
+    assert replayed.check_resumed() is None
+    assert replayed.start(2, "s", "launch", "tool", {})[0] == "live"  # past the pause: an ordinary run again
+
+
+def test_a_replay_that_calls_another_tool_or_never_asks_the_paused_question_has_diverged() -> None:
+    _, snapshot = _asking_run()
+    refused = HostCallError("tool-error", "the user refused", "")
+    replayed = Journal.replaying(snapshot, False, None, [refused, {"text": "t", "model": ""}])
+    assert replayed.start(1, "s", "other", "tool", {})[0] == "diverged"  # before the questions: not run
+    quiet = Journal.replaying(snapshot, False, None, [refused, refused])
+    assert quiet.check_resumed() is not None and "did not ask" in str(quiet.diverged)
+    with pytest.raises(ValueError, match="2 questions"):
+        Journal.replaying(snapshot, False, None, [refused])

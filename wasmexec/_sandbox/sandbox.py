@@ -257,8 +257,8 @@ class Sandbox:
         ``{"text", "tokens"?, "model"?}``; without one, ``llm.ask`` raises SamplingUnavailableError.
         `pii_vault` carries PII tokens over from earlier runs (a session's); by default the tool
         host makes a fresh one per run (see `wasmexec._tools.pii`). `journal` records the run's
-        calls, or answers them from an earlier run's log (the server's approvals by replay,
-        `wasmexec._replay`).
+        calls and `llm.ask` answers (it wraps `sampler`), or answers them from an earlier run's log
+        (the server's pauses by replay, `wasmexec._replay`).
 
         Files: the code runs in ``/workspace`` (its working directory; ``/tmp`` is there too), by
         default a fresh private directory removed after the run. `files` copies inputs in first:
@@ -286,6 +286,8 @@ class Sandbox:
         Raises:
             KeyboardInterrupt: SIGINT arrived during the run, which stopped cleanly.
         """
+        if journal is not None and sampler is not None:  # answers logged, and answered from the log in a replay
+            sampler = journal.sampler(sampler)
         state = self._new_state(limits, sampler)
         state.approver, state.progress, state.on_output = approver, progress, on_output
         state.pii_vault = pii_vault

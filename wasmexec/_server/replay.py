@@ -1,9 +1,11 @@
 """2026-era approvals by replay: the `request_state` a paused run hands out, and what its retry reads back.
 
-A run that needs the user's approval returns an input-required result whose ``requestState``
-carries everything the retry needs, and ends (no thread, no run slot is held while the user
-decides). The retry, on any replica, runs the code again and answers the calls the first run
-made from the log in the state (`wasmexec._replay`), then runs the approved call once.
+A run that needs the user's approval, or an answer of the client's model (`llm.ask`), returns an
+input-required result whose ``requestState`` carries everything the retry needs, and ends (no
+thread, no run slot is held while the user decides). The retry, on any replica, runs the code
+again and answers the calls the first run made from the log in the state (`wasmexec._replay`),
+then runs the approved call once (or gives the questions the model's answers from the retry)
+and goes on.
 
 Sealing and binding are the SDK's (`mcp.server.request_state`): a `RequestStateBoundary` on
 the server seals every outgoing state with AES-256-GCM under a key derived from the state key
@@ -18,8 +20,7 @@ Inside the seal (this module): ``{"v", "kind": "replay", "nonce", "deadline", "r
 "log" | "ref"}``. The deadline is the paused run's own (Unix seconds); the nonce is single-use
 through the shared store (`wasmexec._state.approvals`); the request digest repeats the SDK's
 binding; the log is the packed journal, inline up to `MAX_INLINE_LOG_BYTES`, else kept in the
-store and named by its digest. ``{"kind": "resume", "token"}`` is the other kind: a 2026-era
-sampling question, which still waits in this process (`wasmexec._server.runs.PausedRuns`).
+store and named by its digest.
 """
 
 from __future__ import annotations
@@ -77,10 +78,6 @@ def pause_state(store: ApprovalStore, packed: bytes, deadline: float, arguments:
     return json.dumps(state, separators=(",", ":"))
 
 
-def resume_state(token: str) -> str:
-    return json.dumps({"v": _VERSION, "kind": "resume", "token": token}, separators=(",", ":"))
-
-
 def read_state(text: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """The state a retry brought (unsealed and verified by the boundary); raises `invalid` when unusable."""
     try:
@@ -89,8 +86,6 @@ def read_state(text: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
         raise invalid("not a wasmexec state") from None
     if not isinstance(state, dict) or state.get("v") != _VERSION:
         raise invalid("not a wasmexec state")
-    if state.get("kind") == "resume" and isinstance(state.get("token"), str):
-        return state
     if state.get("kind") != "replay" or not isinstance(state.get("nonce"), str):
         raise invalid("not a wasmexec state")
     deadline = state.get("deadline")

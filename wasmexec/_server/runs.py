@@ -1,11 +1,12 @@
 """A `run_python` run that can outlive the request that started it.
 
 In the 2026-07-28 protocol era a server cannot ask the client anything in the middle
-of a request: to get an approval it returns an input-required result and the client
-retries the call with the answer. The run waits, paused, on its own thread between
-those requests; this object is the mailbox between the run and whichever request is
-currently driving it. In the 2025 era the same object serves one request from start
-to end, with approvals asked by elicitation while it waits.
+of a request: to get an approval or a model's answer it returns an input-required
+result and the client retries the call with the answer. The run then ends (its journal
+packed for the retry, which replays it on any replica: `wasmexec._replay`); this object
+is the mailbox between the run and the request driving it. In the 2025 era the same
+object serves one request from start to end, with approvals asked by elicitation and
+samples by sampling requests while it waits.
 
 `LiveRuns` knows every run whose thread has not ended, paused ones included, so a
 drain can wait for them to end by themselves (`idle`) and a shutdown can stop them all
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import contextvars
 import queue
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -30,7 +30,7 @@ from typing import Any
 from wasmexec._envelope import Diagnostic, RunResult
 from wasmexec._limits import Limits
 from wasmexec._replay import DIVERGED_HINT, Journal, LogTooLarge, pack
-from wasmexec._sampling import NO_CLIENT_SAMPLING, refusing_sampler
+from wasmexec._sampling import NO_CLIENT_SAMPLING, Sampler, refusing_sampler
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
@@ -40,8 +40,6 @@ from wasmexec._tools.approval import asking_handle
 from wasmexec._tools.pii import PiiVault
 from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
 
-#: A paused run whose client never comes back is forgotten after its own deadline plus this.
-PAUSE_GRACE_S = 60.0
 #: How long a stopping run waits for its approver to take the "no" before it is cancelled: the approver only
 #: returns (microseconds), so this bounds a stuck thread, not normal work.
 ANSWER_TAKEN_S = 1.0
@@ -55,6 +53,14 @@ class Approval:
     snapshot: bytes | None = None
     """2026 era: the run pauses by replay (`wasmexec._replay`): its packed journal, for the retry to
     replay on any replica. The run ends once the request has taken it."""
+
+
+@dataclass(frozen=True)
+class Asked:
+    """2026 era: the run pauses by replay to ask the client's model these questions (its packed journal)."""
+
+    requests: list[dict[str, Any]]
+    snapshot: bytes
 
 
 @dataclass(frozen=True)
@@ -137,10 +143,7 @@ class ServerRun:
         self.output = OutputStream(sandbox.redactor)
         """Printed output not yet streamed to the client."""
         self._ticket = ticket if ticket is not None else own_slot()
-        self.expires = time.monotonic() + job.limits.timeout_ms / 1000 + PAUSE_GRACE_S
-        self._events: queue.Queue[Approval | Sample | Done] = queue.Queue()
-        self.pending: Approval | list[Sample] | None = None
-        """What a paused run waits on (2026 era): the client's retry answers it."""
+        self._events: queue.Queue[Approval | Asked | Sample | Done] = queue.Queue()
         self._answers: queue.Queue[bool] = queue.Queue()
         self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
@@ -166,9 +169,9 @@ class ServerRun:
     def _work(self, sandbox: Sandbox, job: Job) -> None:
         approve = self._approve if self.journal is None else self._pause
         approver = approve if self._can_ask else None  # None: such calls are denied with a hint
-        sampler = self._sample if self._can_sample else refusing_sampler(*NO_CLIENT_SAMPLING)
-        if self.journal is not None:
-            sampler = self.journal.sampler(sampler)
+        sampler: Sampler = self._sample if self.journal is None else self._pause_to_ask  # the journal logs it
+        if not self._can_sample:
+            sampler = refusing_sampler(*NO_CLIENT_SAMPLING)
         result: RunResult | BaseException
         with self._ticket:  # queued until a run slot is free (`wasmexec._server.admission`)
             workspace = self.session.workspace if self.session is not None else None
@@ -177,8 +180,8 @@ class ServerRun:
                                           sampler=sampler, control=self.control, on_output=self.output.feed,
                                           files=job.files, workspace=workspace, pii_vault=self.pii_vault,
                                           journal=self.journal)  # fmt: skip
-                if self.journal is not None and self.journal.diverged is not None:
-                    result = diverged(result, self.journal.diverged)
+                if self.journal is not None and self.journal.check_resumed() is not None:
+                    result = diverged(result, str(self.journal.diverged))
             except BaseException as exc:  # reported to the request, never lost in a thread
                 result = exc
             finally:
@@ -268,32 +271,49 @@ class ServerRun:
                 self._asking.notify_all()
 
     def _pause(self, request: dict[str, Any]) -> bool:
-        """The 2026-era approver (on the approver's thread): once the calls in flight have ended (so the
-        journal holds every call that reached a server), hands the journal to the driving request,
-        which answers the client and ends the run; the retry replays it (`wasmexec._replay`).
-        Other calls asking meanwhile wait with it: the replay asks them again."""
+        """The 2026-era approver (on the approver's thread): pauses the run by replay on this call."""
         handle = asking_handle()
+        if handle is not None:
+            self._pause_run(handle, lambda snapshot, packed: Approval(request, packed))
+        self._released.wait(self.remaining())
+        return False
+
+    def _pause_to_ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The 2026-era sampler (under the journal's, which logged `request` as asked): pauses the run by
+        replay with every question asked so far; the retry brings the answers."""
+        questions = lambda snapshot, packed: Asked([asked[2] for asked in snapshot["asked"]], packed)  # noqa: E731
+        self._pause_run(None, questions)
+        self._released.wait(self.remaining())
+        raise HostCallError("unavailable", "the run paused to ask the client's model", "The client's retry answers.")
+
+    def _pause_run(self, handle: int | None, event: Callable[[dict[str, Any], bytes], Approval | Asked]) -> None:
+        """Once the calls in flight have ended (so the journal holds every call that reached a server, and
+        every question asked), hands the packed journal to the driving request, which answers the client
+        and ends the run; the retry replays it (`wasmexec._replay`). Only the first pause counts: calls
+        and questions asking meanwhile wait with it (the replay asks them again)."""
         journal = self.journal
         assert journal is not None
         with self._pause_lock:
             first, self._pausing = not self._pausing, True
-        if first and handle is not None:
-            journal.wait_quiet(self._deadline)
-            try:
-                snapshot = journal.snapshot(handle)
-                if self.pii_vault is not None and self.pii_vault.active:
-                    snapshot["vault"] = self.pii_vault.export()
-                packed = pack(snapshot)
-            except (LogTooLarge, ValueError) as exc:
-                with self._pause_lock:
-                    self._pausing = False
-                raise HostCallError("denied", f"the approval could not be asked, so the call was refused: {exc}",
-                                    "Have calls before one that needs approval return less (filter, page), or "
-                                    "pre-approve the tool on the host.") from None  # fmt: skip
-            journal.paused_on = handle
-            self._events.put(Approval(request, packed))
-        self._released.wait(self.remaining())
-        return False
+        if not first:
+            return
+        journal.wait_quiet(self._deadline)
+        what = "approval" if handle is not None else "question to the client's model"
+        if journal.check_resumed() is not None:  # the run is being stopped
+            raise HostCallError("denied", f"the {what} was not asked: the replay diverged", DIVERGED_HINT)
+        try:
+            snapshot = journal.snapshot(handle)
+            if self.pii_vault is not None and self.pii_vault.active:
+                snapshot["vault"] = self.pii_vault.export()
+            packed = pack(snapshot)
+        except (LogTooLarge, ValueError) as exc:
+            with self._pause_lock:
+                self._pausing = False
+            raise HostCallError("denied", f"the {what} could not be asked, so the call was refused: {exc}",
+                                "Have calls before it return less (filter, page), or pre-approve the tool "
+                                "on the host.") from None  # fmt: skip
+        journal.paused_on = handle
+        self._events.put(event(snapshot, packed))
 
     def end_paused(self) -> None:
         """The request has taken the pause (2026 era): the run ends now, its slot and thread with it."""
@@ -328,21 +348,13 @@ class ServerRun:
             except Exception:
                 pass
 
-    def drive(self, reporter: Callable[[str], None]) -> Approval | Sample | Done:
+    def drive(self, reporter: Callable[[str], None]) -> Approval | Asked | Sample | Done:
         """Blocks until the next event: a call to approve, a model to ask, or the end of the run."""
         self._reporter = reporter
         try:
             return self._events.get()
         finally:
             self._reporter = None
-
-    def queued_samples(self) -> list[Sample]:
-        """Takes the sampling requests already waiting behind the current event, to ask them in the same round."""
-        with self._events.mutex:
-            samples = [event for event in self._events.queue if isinstance(event, Sample)]
-            for sample in samples:
-                self._events.queue.remove(sample)
-        return samples
 
     def remaining(self) -> float:
         """Seconds until the run's deadline (never negative)."""
@@ -406,33 +418,3 @@ def diverged(result: RunResult, reason: str) -> RunResult:
     result["diagnostics"].append({"severity": "error", "code": "REPLAY_DIVERGED", "message": reason,
                                   "hint": DIVERGED_HINT})  # fmt: skip
     return result
-
-
-class PausedRuns:
-    """Runs waiting in this process for a client's retry (2026-era sampling), by an unguessable token.
-
-    The token travels inside the sealed `request_state`, bound to the caller and the request."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._runs: dict[str, ServerRun] = {}
-
-    def pause(self, run: ServerRun) -> str:
-        token = "wasmexec-" + secrets.token_urlsafe(24)
-        with self._lock:
-            self._forget_expired()
-            self._runs[token] = run
-        return token
-
-    def resume(self, token: str, caller: str | None) -> ServerRun | None:
-        with self._lock:
-            run = self._runs.get(token)
-            if run is None or run.caller != caller:
-                return None
-            del self._runs[token]
-            return run
-
-    def _forget_expired(self) -> None:
-        now = time.monotonic()
-        for token in [t for t, run in self._runs.items() if run.expires < now]:
-            self._runs.pop(token).control.stop()

@@ -1,11 +1,12 @@
 """`codemode.llm.ask` over MCP: the run's sampler asks the client that sent ``run_python``.
 
-The run's thread hands a `Sample` to the request driving the run (`wasmexec._server.runs`)
-and waits for its answer, like an approval. In the 2025 era the request asks the client
-with a ``sampling/createMessage`` request over the session (`ask_session`); in the
-2026-07-28 era, which has no server-to-client requests, it returns an
-``InputRequiredResult`` carrying a `create_message_request` under ``"sampling"`` and the
-client retries the call with its answer (`read_reply`). Whatever the client answers is
+In the 2025 era the run's thread hands a `Sample` to the request driving the run
+(`wasmexec._server.runs`) and waits for its answer, which the request asks of the client
+with a ``sampling/createMessage`` request over the session (`ask_session`). The 2026-07-28
+era has no server-to-client requests: the run pauses by replay, like an approval; the
+request returns an ``InputRequiredResult`` carrying a `create_message_request` per question
+(`input_requests`), the run ends, and the client's retry brings the answers (`replies`),
+which any replica's replay of the run gives those questions (`wasmexec._replay`). Whatever the client answers is
 untrusted: only one text block is an answer, and `wasmexec._sampling` checks its size
 and Unicode.
 """
@@ -66,15 +67,14 @@ def _too_late() -> HostCallError:
                          "Ask for shorter answers, or ask for a higher timeout_ms.", limit="timeout")  # fmt: skip
 
 
-def input_requests(samples: list[Sample]) -> dict[str, Any]:
-    """2026 era: every sampling request the run waits on, asked in one round (the client answers them together)."""
-    return {INPUT_KEY.format(index=i): create_message_request(sample.request) for i, sample in enumerate(samples)}
+def input_requests(requests: list[dict[str, Any]]) -> dict[str, Any]:
+    """2026 era: every question the run paused on, asked in one round (the client answers them together)."""
+    return {INPUT_KEY.format(index=i): create_message_request(request) for i, request in enumerate(requests)}
 
 
-def answer_all(samples: list[Sample], responses: dict[str, Any]) -> None:
-    """2026 era: hands each answer of the client's retry to the request it answers (a missing one is an error)."""
-    for index, sample in enumerate(samples):
-        sample.answer(read_reply(responses.get(INPUT_KEY.format(index=index))))
+def replies(count: int, responses: dict[str, Any]) -> list[dict[str, Any] | HostCallError]:
+    """2026 era: the client's retry's answers to the `count` questions asked (a missing one is an error)."""
+    return [read_reply(responses.get(INPUT_KEY.format(index=index))) for index in range(count)]
 
 
 def client_can_sample(ctx: ServerRequestContext[Any, Any]) -> bool:

@@ -73,7 +73,7 @@ from wasmexec._server.callers import caller_key
 from wasmexec._server.description import description, input_schema
 from wasmexec._server.inputs import FilesError, decode_files
 from wasmexec._server.resources import ArtifactResources
-from wasmexec._server.runs import Approval, Done, Job, LiveRuns, PausedRuns, ServerRun, SessionRun, session_ended
+from wasmexec._server.runs import Approval, Asked, Done, Job, LiveRuns, ServerRun, SessionRun, session_ended
 from wasmexec._server.shutdown import STOP_GRACE_S
 from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._state.approvals import ApprovalStore, InUse, Recorded, Refused
@@ -185,7 +185,6 @@ class RunPythonServer:
             output_schema=run_result_json_schema(),
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
-        self._paused = PausedRuns()
         self.runs = LiveRuns()
         """Every run not yet ended: `close` stops them."""
         self._approvals_dir: weakref.finalize[Any, Any] | None = None
@@ -277,13 +276,6 @@ class RunPythonServer:
         """A 2026-era retry: its state was unsealed and checked by the boundary (`wasmexec._server.replay`)."""
         state = replay.read_state(params.request_state or "", params.arguments)
         responses = params.input_responses or {}
-        if state["kind"] == "resume":  # a sampling question, waiting in this process
-            run = self._paused.resume(state["token"], caller)
-            if run is None:
-                raise replay.invalid("no such paused run in this process")
-            if isinstance(run.pending, list):
-                sampling.answer_all(run.pending, responses)
-            return await self._drive(ctx, run)
         try:
             claim = await anyio.to_thread.run_sync(self.approvals.claim, state["nonce"], state["deadline"])
         except (InUse, Refused, OSError) as exc:
@@ -293,7 +285,8 @@ class RunPythonServer:
         try:
             snapshot = replay.payload(self.approvals, state)
             try:
-                journal = Journal.replaying(snapshot, _approved(responses), claim)
+                answers = sampling.replies(len(snapshot.get("asked") or []), responses)
+                journal = Journal.replaying(snapshot, _approved(responses), claim, answers)
             except (KeyError, TypeError, ValueError) as exc:
                 raise replay.invalid(f"log: {exc}") from None
             job = self.arguments(params.arguments or {})
@@ -327,11 +320,12 @@ class RunPythonServer:
                 return CallToolResult(content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True)
             try:
                 can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
-                if journal is None and can_ask and ctx.protocol_version.startswith("2026"):
-                    journal = Journal()  # approvals pause by replay
+                can_sample = sampling.client_can_sample(ctx)
+                if journal is None and (can_ask or can_sample) and ctx.protocol_version.startswith("2026"):
+                    journal = Journal()  # approvals and questions to the client's model pause by replay
                 warnings = await self._connect(job.servers)
                 run = ServerRun(self.sandboxes[job.profile], job, caller=caller, warnings=warnings, can_ask=can_ask,
-                                session=session, can_sample=sampling.client_can_sample(ctx), ticket=ticket,
+                                session=session, can_sample=can_sample, ticket=ticket,
                                 journal=journal, pii_vault=self._run_vault(session, journal, vault))  # fmt: skip
                 await ctx.session.report_progress(0, None, "running")
             except BaseException:  # cancelled before the run started: the session is free again
@@ -470,10 +464,10 @@ class RunPythonServer:
         async with anyio.create_task_group() as asking:  # 2025 era: sampling requests go out in parallel
             event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
             while not isinstance(event, Done):
-                if ctx.protocol_version.startswith("2026"):
+                if isinstance(event, Approval | Asked) and event.snapshot is not None:  # 2026 era
                     answer = self._input_required(ctx, run, event)
-                    if isinstance(event, Approval):  # the run ends: its session and slot are free before the retry
-                        await anyio.to_thread.run_sync(run.wait_ended, report, abandon_on_cancel=True)
+                    # The run ends: its session and slot are free before the retry.
+                    await anyio.to_thread.run_sync(run.wait_ended, report, abandon_on_cancel=True)
                     return answer
                 if isinstance(event, sampling.Sample):
                     asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
@@ -494,20 +488,17 @@ class RunPythonServer:
         content = [TextContent(type="text", text=render_text(result)), *self.resources.content(result)]
         return CallToolResult(content=content, structured_content=dict(result))
 
-    def _input_required(self, ctx: Context, run: ServerRun, event: Approval | sampling.Sample) -> InputRequiredResult:
-        """The 2026-era way to ask: the client retries with the answer. An approval ends the run (the retry
-        replays it, on any replica); a sampling question waits in this process."""
-        if isinstance(event, sampling.Sample):
-            run.pending = samples = [event, *run.queued_samples()]
-            requests = sampling.input_requests(samples)
-            return InputRequiredResult(input_requests=requests,
-                                       request_state=replay.resume_state(self._paused.pause(run)))  # fmt: skip
-        assert event.snapshot is not None  # 2026-era runs that can ask have a journal
+    def _input_required(self, ctx: Context, run: ServerRun, event: Approval | Asked) -> InputRequiredResult:
+        """The 2026-era way to ask: the run ends and the client retries with the answer, which any replica
+        finishes by replaying the run (`wasmexec._server.replay`)."""
+        assert event.snapshot is not None
         arguments = ctx.params.get("arguments") if ctx.params is not None else None
         try:
             state = replay.pause_state(self.approvals, event.snapshot, time.time() + run.remaining(), arguments)
         finally:
             run.end_paused()
+        if isinstance(event, Asked):
+            return InputRequiredResult(input_requests=sampling.input_requests(event.requests), request_state=state)
         question = ElicitRequest(params=ElicitRequestFormParams(message=_question(event.request),
                                                                 requested_schema=APPROVAL_SCHEMA))  # fmt: skip
         return InputRequiredResult(input_requests={"approval": question}, request_state=state)

@@ -525,7 +525,7 @@ class Broker:
                 journal.guard.after_call(error if error is not None else text)
             except Exception as exc:  # the outcome stands; only a later retry's takeover would miss it
                 call.run.warnings.append(f"the approved call's outcome could not be recorded: {exc}")
-        if journal is not None and journal.replaying_run:
+        if journal is not None and journal.replay:
             extra: dict[str, Any] = {"replay_of": journal.origin}
             if call.recorded:
                 extra["recorded"] = True  # answered from the record of an earlier retry: not called again
