@@ -154,6 +154,8 @@ class Journal:
     """Questions for the client's model, waiting for the run to pause (their requests)."""
     _samples_open: int = 0
     """Questions started and not yet answered or `_asked` (the quiet wait waits for them)."""
+    _busy: bool = False
+    """The guest runs (it may start more calls): the quiet wait waits until it blocks in ``wait``."""
     _approved_handle: int | None = None
     _approved_taken: bool = False
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -230,11 +232,18 @@ class Journal:
                 self._bytes += len(outcome) if isinstance(outcome, str) else len(outcome.message) + len(outcome.hint)
             self._changed.notify_all()
 
-    def wait_quiet(self, deadline: float) -> None:
-        """Blocks until every open call waits for an approval (or `deadline`, monotonic): then the log
-        holds every call that reached a server, and no call is lost between the pause and the replay."""
+    def guest_busy(self, busy: bool) -> None:
+        """The guest runs, or blocks waiting for its calls (on the run's thread, from `RunState.wait`)."""
         with self._changed:
-            while self._samples_open > 0 or any(not call.asking for call in self._open.values()):
+            self._busy = busy
+            self._changed.notify_all()
+
+    def wait_quiet(self, deadline: float) -> None:
+        """Blocks until the guest waits and every open call waits for an approval or the client's model
+        (or `deadline`, monotonic): then the log holds every call that reached a server, every question
+        started together is asked in the same round, and no call is lost between the pause and the replay."""
+        with self._changed:
+            while self._busy or self._samples_open > 0 or any(not call.asking for call in self._open.values()):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return

@@ -306,7 +306,11 @@ class RunState:
                 left = until - time.monotonic()
                 if left <= 0:
                     return []
+                if self.journal is not None:  # the guest starts nothing until it wakes: a pause may snapshot
+                    self.journal.guest_busy(False)
                 self._changed.wait(left)
+                if self.journal is not None:
+                    self.journal.guest_busy(True)
 
     def _should_stop_locked(self) -> bool:
         if self.stop_reason is None and time.monotonic() >= self.deadline:

@@ -298,7 +298,13 @@ class Sandbox:
         if control is not None:
             control.attach(state)
         with _sigint_stops(state) as interrupted:
-            result = self._execute(code, state, files_in)
+            if journal is not None:
+                journal.guest_busy(True)
+            try:
+                result = self._execute(code, state, files_in)
+            finally:
+                if journal is not None:  # nothing more will start: a pause need not wait for the guest
+                    journal.guest_busy(False)
         if interrupted.is_set():
             raise KeyboardInterrupt
         return result
