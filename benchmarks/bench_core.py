@@ -48,12 +48,12 @@ from wasmtime import Config, Engine, Store, WasiConfig
 from wasmtime.component import Component, Linker
 
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._runstate import RunState
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import NoTools
 from wasmexec._sandbox import epoch as _epoch
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox import run as _run
 from wasmexec._sandbox.runtime import engine_key, wasmtime_version
-from wasmexec._toolhost import NoTools
 
 HERE = Path(__file__).resolve().parent
 PYTHON = sys.executable
@@ -116,7 +116,7 @@ import json, time
 t0 = time.perf_counter()
 import wasmexec._sandbox.run, wasmexec._sandbox.runtime
 from wasmexec._limits import Limits
-from wasmexec._toolhost import NoTools
+from wasmexec._runctx.toolhost import NoTools
 from wasmexec._redact import Redactor
 t1 = time.perf_counter()
 runtime = wasmexec._sandbox.runtime.Runtime()

@@ -64,7 +64,7 @@ class Limits:
     max_llm_calls: int = DEFAULT_MAX_LLM_CALLS
     """Sampling calls (`codemode.llm.ask`) per run."""
     max_llm_tokens: int = DEFAULT_MAX_LLM_TOKENS
-    """Tokens of sampled answers per run (the client's count, else an estimate: `wasmexec._sampling`)."""
+    """Tokens of sampled answers per run (the client's count, else an estimate: `wasmexec._runctx.llm_ask`)."""
 
     def __post_init__(self) -> None:
         _check_range("timeout_ms", self.timeout_ms, 1, MAX_TIMEOUT_MS)

@@ -6,8 +6,8 @@ from typing import Any
 
 from tests.helpers import data_of, log_text
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._runstate import RunState
-from wasmexec._toolhost import SPEC_VERSION, NoTools
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import SPEC_VERSION, NoTools
 
 #: A version no guest could know unless it asked the host.
 ODD_VERSION = "0.0-from-the-host"

@@ -14,7 +14,7 @@ from tests.helpers import data_of, error_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._audit import AuditLog, digest
 from wasmexec._redact import Redactor
-from wasmexec._sampling import MAX_PROMPT_BYTES, TRACE_SERVER_ID, TRACE_TOOL_NAME, estimate_tokens
+from wasmexec._runctx.llm_ask import MAX_PROMPT_BYTES, TRACE_SERVER_ID, TRACE_TOOL_NAME, estimate_tokens
 
 
 class Model:

@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import data_of, limit_of
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._toolhost import NoTools
+from wasmexec._runctx.toolhost import NoTools
 
 
 def test_the_sync_context_manager_runs_code(runtime: Runtime) -> None:

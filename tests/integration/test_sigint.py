@@ -31,7 +31,7 @@ SETTLE_S = 0.5
 CHILD = f"""
 import sys
 from wasmexec import AuditLog, Limits, Runtime, Sandbox
-from wasmexec._toolhost import NoTools
+from wasmexec._runctx.toolhost import NoTools
 
 class Marker(NoTools):
     def catalog(self, run, op, request):

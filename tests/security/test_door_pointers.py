@@ -15,11 +15,11 @@ import pytest
 from wasmtime import Engine, Linker, Module, Store, wat2wasm
 
 from wasmexec import Limits
-from wasmexec._runstate import RunState
-from wasmexec._sampling import MAX_PROMPT_BYTES, MAX_SYSTEM_BYTES
+from wasmexec._runctx.llm_ask import MAX_PROMPT_BYTES, MAX_SYSTEM_BYTES
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import MAX_NAME_CHARS, NoTools
 from wasmexec._sandbox import hostcalls
 from wasmexec._science import door
-from wasmexec._toolhost import MAX_NAME_CHARS, NoTools
 
 # 150 pages of memory (past the door's request bound); host_alloc hands out 64 bytes at 1024, or what
 # the test set in global $lie.

@@ -31,10 +31,10 @@ from tests.helpers import data_of, error_of, limit_of, python_allocations
 from tests.security._support import RAW_HOST, profile_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._redact import Redactor
-from wasmexec._runstate import RunState, bound
+from wasmexec._runctx.runstate import RunState, bound
+from wasmexec._runctx.toolhost import HostCallError, NoTools
 from wasmexec._sandbox import hostcalls
 from wasmexec._sandbox.run import execute
-from wasmexec._toolhost import HostCallError, NoTools
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import parse_config
 from wasmexec._tools.schema_cache import cache_key

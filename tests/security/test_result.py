@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import data_of, diagnostic, error_of, limit_of
 from tests.security._support import assert_host_survives, run, timed_run
 from wasmexec import Limits, Runtime, Sandbox, validate_run_result
-from wasmexec._toolhost import NoTools
+from wasmexec._runctx.toolhost import NoTools
 
 PROMPT_S = 5.0
 

@@ -13,7 +13,7 @@ from typing import Any
 from tests.helpers import data_of, python_allocations
 from tests.security._support import RAW_HOST, profile_of
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._sampling import MAX_SYSTEM_BYTES
+from wasmexec._runctx.llm_ask import MAX_SYSTEM_BYTES
 
 RAW = (
     RAW_HOST

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import data_of, free_port, limit_of, listening, log_text
 from tests.integration.conftest import SERVERS
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._toolhost import MAX_PAYLOAD_BYTES
+from wasmexec._runctx.toolhost import MAX_PAYLOAD_BYTES
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import parse_config
 
@@ -62,8 +62,8 @@ await asyncio.gather(*calls, return_exceptions=True)  # waits out the deadline, 
 _MEASURE = """
 import json, resource, sys
 from wasmexec._limits import Limits
-from wasmexec._runstate import RunState
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import parse_config
 

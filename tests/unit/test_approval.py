@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._server.server import _question
-from wasmexec._toolhost import HostCallError
 from wasmexec._tools.approval import MAX_QUESTION_CHARS, approval_request, visible
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 from wasmexec import Limits
 from wasmexec._audit import AuditLog, digest, write_run_line
-from wasmexec._runstate import RunState
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import NoTools
 from wasmexec._sandbox.result import host_error_result
-from wasmexec._toolhost import NoTools
 
 
 def test_each_line_is_one_json_object_with_time_and_kind(tmp_path: Path) -> None:

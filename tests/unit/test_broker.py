@@ -37,10 +37,10 @@ from mcp.types import (
 )
 
 from wasmexec._audit import AuditLog
-from wasmexec._calllog import CANCELLED
 from wasmexec._limits import Limits
-from wasmexec._runstate import RunState
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.calllog import CANCELLED
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._tools import mcp_errors
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import ServerConfig, parse_config

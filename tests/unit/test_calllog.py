@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from wasmexec._calllog import CANCELLED, CallLog
+from wasmexec._runctx.calllog import CANCELLED, CallLog
 
 
 def test_calls_are_traced_in_the_order_they_were_made_whatever_order_they_end_in() -> None:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._tools.pii import MAX_TOKENS_PER_CALL, PiiVault, iban_valid, luhn_valid
 
 TAG = "tag234"

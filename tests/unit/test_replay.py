@@ -19,11 +19,11 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.types import InputRequiredResult
 
-from wasmexec._replay import Journal, pack, unpack
+from wasmexec._runctx.journal import Journal, pack, unpack
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._server import replay
 from wasmexec._state.approvals import UNCERTAIN, ApprovalStore, InUse, Recorded
 from wasmexec._state.key import StateKey
-from wasmexec._toolhost import HostCallError
 
 KEY = StateKey(b"k" * 32, source="test")
 
@@ -259,7 +259,7 @@ def test_a_replays_vault_resolves_the_tokens_the_paused_run_handed_out() -> None
 
 
 def test_a_run_whose_calls_returned_too_much_cannot_pause_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wasmexec import _replay
+    from wasmexec._runctx import journal as _replay
 
     monkeypatch.setattr(_replay, "MAX_LOG_BYTES", 1000)
     journal = Journal()
@@ -273,7 +273,7 @@ def test_a_run_whose_calls_returned_too_much_cannot_pause_and_says_why(monkeypat
 def test_a_packed_log_that_inflates_past_its_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     import zlib
 
-    from wasmexec import _replay
+    from wasmexec._runctx import journal as _replay
 
     monkeypatch.setattr(_replay, "MAX_UNPACKED_BYTES", 1000)
     with pytest.raises(ValueError, match="inflates past"):

@@ -9,8 +9,8 @@ from typing import Any
 from mcp.server import MCPServer
 
 from tests.unit.test_broker import _audit, _broker, _in_process, _run
-from wasmexec._runstate import RunState
-from wasmexec._toolhost import CallKind, HostCallError
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import CallKind, HostCallError
 from wasmexec._tools.policy import Policy
 from wasmexec._tools.resources import read_answer
 

@@ -14,7 +14,7 @@ from mcp.server import MCPServer
 from mcp.types import CallToolResult, ImageContent, TextContent
 
 from tests.unit.test_broker import _broker, _call, _in_process, _run, _wait_until
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.policy import Policy
 from wasmexec._tools.schema_cache import SchemaCache

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 import pytest
 
 from wasmexec._limits import Limits
-from wasmexec._runstate import (
+from wasmexec._runctx.runstate import (
     DECODED_JSON_FACTOR,
     MAX_OUTSTANDING_CALLS,
     WAIT_HANDLE_MARGIN,
@@ -18,7 +18,7 @@ from wasmexec._runstate import (
     check_deadline,
     current,
 )
-from wasmexec._toolhost import HostCallError, NoTools
+from wasmexec._runctx.toolhost import HostCallError, NoTools
 
 
 def _state(**limits: int) -> RunState:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from mcp.types import CreateMessageResult, ImageContent, TextContent
 
-from wasmexec._sampling import MIN_ANSWER_BYTES, check_answer, estimate_tokens, trace_outcome
+from wasmexec._runctx.llm_ask import MIN_ANSWER_BYTES, check_answer, estimate_tokens, trace_outcome
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._server.sampling import create_message_request, read_reply
-from wasmexec._toolhost import HostCallError
 
 
 def test_tokens_are_the_samplers_count_else_an_estimate_of_four_bytes_each() -> None:

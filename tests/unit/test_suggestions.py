@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._tools.catalog import Catalog, did_you_mean
 from wasmexec._tools.config import ServerConfig
 from wasmexec._tools.pool import Listing

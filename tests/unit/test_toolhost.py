@@ -9,7 +9,14 @@ from typing import get_args
 
 import pytest
 
-from wasmexec._toolhost import MAX_PAYLOAD_BYTES, ErrorKind, HostCallError, NoTools, encode_payload, internal_error
+from wasmexec._runctx.toolhost import (
+    MAX_PAYLOAD_BYTES,
+    ErrorKind,
+    HostCallError,
+    NoTools,
+    encode_payload,
+    internal_error,
+)
 
 WIT = Path(__file__).resolve().parents[2] / "wasm_assets" / "wit" / "world.wit"
 

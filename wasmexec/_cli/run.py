@@ -38,20 +38,21 @@ from wasmexec._cli.options import (
 if TYPE_CHECKING:
     from wasmexec._envelope import RunResult
     from wasmexec._redact import Redactor
+    from wasmexec._runctx.runstate import RunState
     from wasmexec._sandbox.sandbox import RunControl, Sandbox
 
 
 def command_run(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
+    from wasmexec._runctx.toolhost import NoTools, ToolHost
     from wasmexec._sandbox.sandbox import RunControl, Sandbox
-    from wasmexec._toolhost import NoTools, ToolHost
 
     code, limits = _read_code(args), limits_from_args(args)
     inputs, skills, workspace = _input_files(args.inputs), skills_from_args(args), _workspace_dir(args.workspace)
     _check_output_dir(args.output_dir)  # before the run: its artifacts must not be lost after it
     config, policy, audit = load_servers(args), load_policy_options(args), open_audit(args)
     with ExitStack() as stack:
-        tools: ToolHost = NoTools()
+        tools: ToolHost[RunState] = NoTools()
         redactor = Redactor()
         if config is not None and config.servers:
             broker = stack.enter_context(opened_broker(args, config, policy, audit))

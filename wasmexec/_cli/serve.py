@@ -273,9 +273,9 @@ def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | Sci
 
 def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
+    from wasmexec._runctx.toolhost import NoTools
     from wasmexec._sandbox.sandbox import Sandbox
     from wasmexec._state.artifacts import SharedArtifactStore
-    from wasmexec._toolhost import NoTools
     from wasmexec._workspace.store import ArtifactStore
 
     allowed_hosts, allowed_origins = _allowed_names(args)

@@ -67,7 +67,7 @@ def add_tools_parser(commands: Any) -> None:
 
 
 def command_tools(args: argparse.Namespace) -> int:
-    from wasmexec._toolhost import HostCallError
+    from wasmexec._runctx.toolhost import HostCallError
 
     config = load_servers(args)
     if config is None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from wasmtime import _bindings as ffi
 
-from wasmexec import _runstate
+from wasmexec._runctx import runstate as _runstate
 
 #: The clock's resolution: a busy loop overruns its deadline by at most about this.
 TICK_MS = 10

@@ -44,10 +44,11 @@ from wasmtime.component import Record
 from wasmtime.component import _linker as wasmtime_linker
 from wasmtime.component._types import FuncType
 
-from wasmexec import _runstate, _sampling
 from wasmexec._envelope import StopReason, valid_text  # a WIT string cannot carry a lone surrogate
-from wasmexec._runstate import RunState
-from wasmexec._toolhost import (
+from wasmexec._runctx import llm_ask as _sampling
+from wasmexec._runctx import runstate as _runstate
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import (
     CALL_KINDS,
     MAX_NAME_CHARS,
     MAX_PAYLOAD_BYTES,

@@ -32,9 +32,9 @@ from wasmexec._envelope import (
 )
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
-from wasmexec._runstate import RunState
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import MAX_PAYLOAD_BYTES
 from wasmexec._sandbox.report import GuestReport
-from wasmexec._toolhost import MAX_PAYLOAD_BYTES
 from wasmexec._version import __version__
 
 _BLOCKING_WAIT = (

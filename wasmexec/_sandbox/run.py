@@ -18,7 +18,8 @@ from wasmtime import Trap, WasmtimeError
 from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
-from wasmexec._runstate import RunState
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import ToolHost
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox.guest import Guest, GuestRuntime
 from wasmexec._sandbox.instance import LiveInstance
@@ -26,7 +27,6 @@ from wasmexec._sandbox.output import OutputCapture
 from wasmexec._sandbox.report import GuestReport
 from wasmexec._sandbox.result import ResultBuilder, host_error_result
 from wasmexec._sandbox.stack import on_guest_stack
-from wasmexec._toolhost import ToolHost
 from wasmexec._workspace.workspace import InputError
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def execute(
     runtime: GuestRuntime,
     code: str,
     limits: Limits,
-    tools: ToolHost,
+    tools: ToolHost[RunState],
     redactor: Redactor,
     state: RunState | None = None,
     workspace: RunWorkspace | None = None,

@@ -17,13 +17,13 @@ from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
 from wasmexec._profiles import PROFILES
 from wasmexec._redact import Redactor
-from wasmexec._runstate import RunState
-from wasmexec._sampling import Sampler, Sampling
+from wasmexec._runctx.llm_ask import Sampler, Sampling
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import NoTools, ToolHost
 from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import Runtime, default_runtime
 from wasmexec._sandbox.spares import DEFAULT_SPARES, SpareKey, Spares
-from wasmexec._toolhost import NoTools, ToolHost
 from wasmexec._workspace.pool import default_pool
 from wasmexec._workspace.store import ArtifactStore
 from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
@@ -31,7 +31,7 @@ from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
 if TYPE_CHECKING:
     import anyio
 
-    from wasmexec._replay import Journal
+    from wasmexec._runctx.journal import Journal
     from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._tools.pii import PiiVault
 
@@ -83,7 +83,7 @@ class Sandbox:
         runtime: Runtime | ScienceRuntime | None = None,
         cache_dir: Path | str | None = None,
         redactor: Redactor | None = None,
-        tools: ToolHost | None = None,
+        tools: ToolHost[RunState] | None = None,
         max_concurrent_runs: int = DEFAULT_MAX_CONCURRENT_RUNS,
         audit: AuditLog | None = None,
         skills: str | os.PathLike[str] | None = None,
@@ -135,7 +135,7 @@ class Sandbox:
         self.profile = profile
         self.runtime: Runtime | ScienceRuntime = runtime
         self.redactor = redactor if redactor is not None else Redactor()
-        self.tools: ToolHost = tools if tools is not None else NoTools()
+        self.tools: ToolHost[RunState] = tools if tools is not None else NoTools()
         self._max_concurrent_runs = max_concurrent_runs
         self._limiter: anyio.CapacityLimiter | None = None  # made by the first async run: `run_sync` needs no anyio
         self._slots = threading.BoundedSemaphore(max_concurrent_runs)  # and every run, sync too, takes a slot
@@ -258,7 +258,7 @@ class Sandbox:
         `pii_vault` carries PII tokens over from earlier runs (a session's); by default the tool
         host makes a fresh one per run (see `wasmexec._tools.pii`). `journal` records the run's
         calls and `llm.ask` answers (it wraps `sampler`), or answers them from an earlier run's log
-        (the server's pauses by replay, `wasmexec._replay`).
+        (the server's pauses by replay, `wasmexec._runctx.journal`).
 
         Files: the code runs in ``/workspace`` (its working directory; ``/tmp`` is there too), by
         default a fresh private directory removed after the run. `files` copies inputs in first:

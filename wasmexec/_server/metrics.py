@@ -38,7 +38,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from wasmexec._envelope import LimitName, RunResult
-from wasmexec._sampling import trace_outcome
+from wasmexec._runctx.llm_ask import trace_outcome
 from wasmexec._server.admission import Admission
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 A run that needs the user's approval, or an answer of the client's model (`llm.ask`), returns an
 input-required result whose ``requestState`` carries everything the retry needs, and ends (no
 thread, no run slot is held while the user decides). The retry, on any replica, runs the code
-again and answers the calls the first run made from the log in the state (`wasmexec._replay`),
+again and answers the calls the first run made from the log in the state (`wasmexec._runctx.journal`),
 then runs the approved call once (or gives the questions the model's answers from the retry)
 and goes on.
 
@@ -36,7 +36,7 @@ from mcp import MCPError
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.types import INVALID_PARAMS, CallToolResult, InputRequiredResult
 
-from wasmexec._replay import MAX_INLINE_LOG_BYTES, b64, unb64, unpack
+from wasmexec._runctx.journal import MAX_INLINE_LOG_BYTES, b64, unb64, unpack
 from wasmexec._server.callers import caller_key
 from wasmexec._state.approvals import ApprovalStore, Refused
 from wasmexec._state.key import StateKey

@@ -29,13 +29,13 @@ from typing import Any
 
 from wasmexec._envelope import Diagnostic, RunResult
 from wasmexec._limits import Limits
-from wasmexec._replay import DIVERGED_HINT, Journal, LogTooLarge, pack
-from wasmexec._sampling import NO_CLIENT_SAMPLING, Sampler, refusing_sampler
+from wasmexec._runctx.journal import DIVERGED_HINT, Journal, LogTooLarge, pack
+from wasmexec._runctx.llm_ask import NO_CLIENT_SAMPLING, Sampler, refusing_sampler
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
 from wasmexec._server.streaming import OutputStream
-from wasmexec._toolhost import HostCallError
 from wasmexec._tools.approval import asking_handle
 from wasmexec._tools.pii import PiiVault
 from wasmexec._workspace.sessions import Session, SessionStore, guest_finished

@@ -6,8 +6,8 @@ with a ``sampling/createMessage`` request over the session (`ask_session`). The 
 era has no server-to-client requests: the run pauses by replay, like an approval; the
 request returns an ``InputRequiredResult`` carrying a `create_message_request` per question
 (`input_requests`), the run ends, and the client's retry brings the answers (`replies`),
-which any replica's replay of the run gives those questions (`wasmexec._replay`). Whatever the client answers is
-untrusted: only one text block is an answer, and `wasmexec._sampling` checks its size
+which any replica's replay of the run gives those questions (`wasmexec._runctx.journal`). Whatever the client answers is
+untrusted: only one text block is an answer, and `wasmexec._runctx.llm_ask` checks its size
 and Unicode.
 """
 
@@ -31,7 +31,7 @@ from mcp.types import (
     TextContent,
 )
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 
 #: The keys of sampling requests in a 2026-era ``InputRequiredResult`` (and of their answers in the retry).
 INPUT_KEY = "sampling-{index}"
@@ -39,7 +39,7 @@ INPUT_KEY = "sampling-{index}"
 
 @dataclass(frozen=True)
 class Sample:
-    """The run waits for the client's model to answer a sampling request (`wasmexec._sampling`)."""
+    """The run waits for the client's model to answer a sampling request (`wasmexec._runctx.llm_ask`)."""
 
     request: dict[str, Any]
     _reply: queue.Queue[dict[str, Any] | HostCallError] = field(default_factory=lambda: queue.Queue(maxsize=1))

@@ -64,7 +64,8 @@ from mcp.types import (
 from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._profiles import Profile, profile_of
-from wasmexec._replay import Journal
+from wasmexec._runctx.journal import Journal
+from wasmexec._runctx.toolhost import internal_error
 from wasmexec._sandbox.result import notice_result
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS, Sandbox
 from wasmexec._server import replay, sampling
@@ -79,7 +80,6 @@ from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._state.approvals import ApprovalStore, InUse, Recorded, Refused
 from wasmexec._state.directory import StateDir
 from wasmexec._state.key import StateKey
-from wasmexec._toolhost import internal_error
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.mcp_errors import ServerUnavailable
 from wasmexec._tools.pii import PiiVault

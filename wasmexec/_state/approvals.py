@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wasmexec._replay import Outcome, decode_outcome, encode_outcome
+from wasmexec._runctx.journal import Outcome, decode_outcome, encode_outcome
 from wasmexec._state.key import SealError, StateKey
 
 #: Expired records are removed this long after their expiry (a retry in flight at expiry has finished).

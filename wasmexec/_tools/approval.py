@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 
 if TYPE_CHECKING:
     from wasmexec._redact import Redactor
-    from wasmexec._runstate import RunState
+    from wasmexec._runctx.runstate import RunState
     from wasmexec._tools.catalog import ToolEntry
     from wasmexec._tools.policy import Decision
 
@@ -104,7 +104,7 @@ async def settle(
 
     Words: "not_required", "pre_approved", "approved", "denied", "no_one_to_ask", "too_large_to_show",
     "paused" (the run ended to be replayed with the answer, 2026 era). In a replayed run
-    (`wasmexec._replay`), the call the run paused on takes the answer the user gave with the
+    (`wasmexec._runctx.journal`), the call the run paused on takes the answer the user gave with the
     retry, without asking again.
     """
     if decision in ("allow", "deny"):

@@ -45,11 +45,11 @@ import anyio.from_thread
 import anyio.to_thread
 
 from wasmexec._audit import AuditLog, digest, principal_field
-from wasmexec._calllog import CANCELLED
 from wasmexec._redact import Redactor
-from wasmexec._replay import DIVERGED_HINT
-from wasmexec._runstate import RunState
-from wasmexec._toolhost import SPEC_VERSION, CallKind, HostCallError, encode_payload, internal_error
+from wasmexec._runctx.calllog import CANCELLED
+from wasmexec._runctx.journal import DIVERGED_HINT
+from wasmexec._runctx.runstate import RunState
+from wasmexec._runctx.toolhost import SPEC_VERSION, CallKind, HostCallError, encode_payload, internal_error
 from wasmexec._tools import approval, mcp_errors, resources
 from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
 from wasmexec._tools.config import Config, with_server_policy
@@ -352,7 +352,7 @@ class Broker:
     def _from_journal(
         self, run: RunState, handle: int, server_id: str, tool_name: str, kind: CallKind, arguments: Any
     ) -> bool:
-        """A replayed run (`wasmexec._replay`): answers a logged call from the log, without its server
+        """A replayed run (`wasmexec._runctx.journal`): answers a logged call from the log, without its server
         (True); refuses a call that diverges from the log; leaves the others to run (False)."""
         journal = run.journal
         assert journal is not None

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-from wasmexec._runstate import check_deadline
-from wasmexec._toolhost import MAX_NAME_CHARS, HostCallError
+from wasmexec._runctx.runstate import check_deadline
+from wasmexec._runctx.toolhost import MAX_NAME_CHARS, HostCallError
 from wasmexec._tools import stubs as _stubs
 from wasmexec._tools.config import ServerConfig
 from wasmexec._tools.naming import export_names, module_names

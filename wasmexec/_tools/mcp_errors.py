@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from wasmexec._toolhost import HostCallError, internal_error
+from wasmexec._runctx.toolhost import HostCallError, internal_error
 
 if TYPE_CHECKING:
     from mcp.types import CallToolResult

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 
 PiiMode = Literal["off", "tokenize", "redact"]
 PII_MODES: tuple[PiiMode, ...] = ("off", "tokenize", "redact")
@@ -186,7 +186,7 @@ class PiiVault:
         return restored, Given(used)
 
     def export(self) -> dict[str, Any]:
-        """Its tokens and values, for a paused run's sealed state (`wasmexec._replay`): the replay must
+        """Its tokens and values, for a paused run's sealed state (`wasmexec._runctx.journal`): the replay must
         resolve the tokens the first run handed out. Never written anywhere unsealed."""
         with self._lock:
             return {"mode": self.mode, "tag": self.tag, "values": dict(self._values), "counts": dict(self._counts)}

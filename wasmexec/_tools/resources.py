@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._tools.catalog import ToolEntry
 
 if TYPE_CHECKING:

@@ -36,7 +36,7 @@ import anyio
 import anyio.lowlevel
 import httpx2
 
-from wasmexec._toolhost import MAX_PAYLOAD_BYTES
+from wasmexec._runctx.toolhost import MAX_PAYLOAD_BYTES
 from wasmexec._tools.config import ServerConfig
 from wasmexec._tools.mcp_errors import REPLY_TOO_LARGE
 

@@ -24,8 +24,8 @@ from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from wasmexec._runstate import check_deadline
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.runstate import check_deadline
+from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._tools import stubs as _stubs
 
 #: Enough failing fields for any real mistake; more would only flood the model's context.

@@ -9,10 +9,7 @@ boundary as `HostCallError`, whose `kind` is the WIT ``error-kind`` enum of
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-if TYPE_CHECKING:
-    from wasmexec._runstate import RunState
+from typing import Any, Literal, Protocol, TypeVar
 
 #: The largest JSON payload a single host call accepts or returns; bigger is a limit error.
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
@@ -49,28 +46,33 @@ def internal_error(exc: BaseException) -> HostCallError:
     return HostCallError("internal", f"host error: {type(exc).__name__}: {exc}"[:500])
 
 
-class ToolHost(Protocol):
-    """What answers the guest's catalog queries and tool calls (the broker)."""
+#: The run a tool host is handed (`wasmexec._runctx.runstate.RunState`): a type parameter, so this module
+#: need not import the run state that holds a `ToolHost` (the package imports one way).
+RunT_contra = TypeVar("RunT_contra", contravariant=True)
 
-    def catalog(self, run: RunState, op: str, request: Any) -> Any:
+
+class ToolHost(Protocol[RunT_contra]):
+    """What answers the guest's catalog queries and tool calls (the broker): a ``ToolHost[RunState]``."""
+
+    def catalog(self, run: RunT_contra, op: str, request: Any) -> Any:
         """Answers a discovery query; raises HostCallError."""
 
     def start_call(
-        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
+        self, run: RunT_contra, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
     ) -> None:
         """Starts a call and later reports it with `run.complete(handle, ...)`; raises HostCallError.
 
         `kind` says what is asked (see `CallKind` and the WIT ``call-kind``): a tool's result unwrapped or
         whole, or a resource listing or read (then `tool_name` is ignored)."""
 
-    def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
+    def refused(self, run: RunT_contra, server_id: str, tool_name: str, error: HostCallError) -> None:
         """Told about a call the sandbox refused before `start_call` (a cap, a size), to audit it like any other."""
 
 
 class NoTools:
-    """The tool host of a sandbox with no MCP servers configured."""
+    """The tool host of a sandbox with no MCP servers configured: a ``ToolHost`` of any run (it reads none)."""
 
-    def catalog(self, run: RunState, op: str, request: Any) -> Any:
+    def catalog(self, run: object, op: str, request: Any) -> Any:
         if op == "list_servers":
             return []
         if op == "spec_version":
@@ -80,11 +82,11 @@ class NoTools:
         )
 
     def start_call(
-        self, run: RunState, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
+        self, run: object, handle: int, server_id: str, tool_name: str, arguments: Any, *, kind: CallKind = "tool"
     ) -> None:
         self.catalog(run, "get_server", {"server_id": server_id})
 
-    def refused(self, run: RunState, server_id: str, tool_name: str, error: HostCallError) -> None:
+    def refused(self, run: object, server_id: str, tool_name: str, error: HostCallError) -> None:
         """Nothing to audit: there is no broker."""
 
 

@@ -43,16 +43,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wasmexec._audit import PRINCIPAL
-from wasmexec._calllog import CallLog
 from wasmexec._envelope import StopReason, ToolTraceEntry
 from wasmexec._limits import Limits
-from wasmexec._sampling import Sampling
-from wasmexec._toolhost import HostCallError, ToolHost
+from wasmexec._runctx.calllog import CallLog
+from wasmexec._runctx.llm_ask import Sampling
+from wasmexec._runctx.toolhost import HostCallError, ToolHost
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from wasmexec._replay import Journal  # only a type here: importing it costs every start 8 ms
+    from wasmexec._runctx.journal import Journal  # only a type here: importing it costs every start 8 ms
 
 #: Why a run stopped early: a limit, or a blocking WASI wait the host refused.
 
@@ -104,7 +104,7 @@ class RunState:
     """What the host knows about one running guest; shared with the broker's threads (see the module)."""
 
     limits: Limits
-    tools: ToolHost
+    tools: ToolHost[RunState]
     run_id: str
     started: float = field(default_factory=time.monotonic)
     stop_reason: StopReason | None = None
@@ -134,13 +134,13 @@ class RunState:
     on_output: Callable[[str, str], Any] | None = None
     """Hears each accepted piece of printed output (level, text) as it comes, on the run thread."""
     sampling: Sampling = field(default_factory=Sampling)
-    """`codemode.llm` calls: the sampler, their caps' counters; its own lock (`wasmexec._sampling`)."""
+    """`codemode.llm` calls: the sampler, their caps' counters; its own lock (`wasmexec._runctx.llm_ask`)."""
     approvals: list[str] = field(default_factory=list)
     """"APPROVED" or "DENIED", one per call that needed approval or was approved in advance; appended
     by the broker's event-loop thread (`approval.settle`), read by the run thread after `finish`."""
     journal: Journal | None = None
     """The journal of its calls when the server may pause it by replay, or it is a replay
-    (`wasmexec._replay`); set before the run starts."""
+    (`wasmexec._runctx.journal`); set before the run starts."""
     limits_hit: set[str] = field(default_factory=set)
     """Limits a host call reported to the guest (`limit-exceeded` errors): the host can vouch for
     them when the guest's report says one fired. Written on the run thread (see `hostcalls`)."""

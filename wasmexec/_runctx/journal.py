@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from wasmexec._toolhost import HostCallError
+from wasmexec._runctx.toolhost import HostCallError
 
 #: A log up to this size (compressed) travels inside the sealed `request_state`; a larger one is kept in
 #: the shared store and the state carries its digest (a request header of a few hundred KiB is refused

@@ -40,16 +40,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wasmexec._audit import digest, principal_field
-from wasmexec._toolhost import HostCallError, internal_error
+from wasmexec._runctx.toolhost import HostCallError, internal_error
 
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
     from wasmexec._envelope import ToolTraceEntry
+    from wasmexec._limits import Limits
     from wasmexec._redact import Redactor
-    from wasmexec._runstate import RunState
+    from wasmexec._runctx.calllog import CallLog
+    from wasmexec._runctx.journal import Journal
 
 #: How a sampling call appears in the ``tool_trace``.
 TRACE_SERVER_ID = "codemode"
@@ -143,6 +145,32 @@ def _too_long(size: int, limit: int) -> HostCallError:
                          "max_tokens allows", "Ask for a shorter answer (lower max_tokens).")  # fmt: skip
 
 
+class AskingRun(Protocol):
+    """What sampling reads and calls of its run (`wasmexec._runctx.runstate.RunState` is one).
+
+    A protocol, not the run state itself: the state holds a `Sampling`, so this module cannot
+    import it (the package's modules import one way).
+    """
+
+    @property
+    def limits(self) -> Limits: ...
+    @property
+    def calls(self) -> CallLog: ...
+    @property
+    def journal(self) -> Journal | None: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def trace_id(self) -> str: ...
+    @property
+    def code_digest(self) -> str: ...
+    @property
+    def principal(self) -> str | None: ...
+    def next_handle(self) -> int: ...
+    def reserve(self, handle: int, argument_bytes: int) -> None: ...
+    def complete(self, handle: int, outcome: str | HostCallError) -> None: ...
+
+
 @dataclass
 class Sampling:
     """One run's sampling: its sampler, caps, redaction and audit. Thread-safe (its own lock)."""
@@ -160,7 +188,7 @@ class Sampling:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- admission (on the run's thread, before any work) ---------------------------------------
-    def admit(self, run: RunState, prompt: str, system: str, max_tokens: int, dropped: dict[int, int]) -> int:
+    def admit(self, run: AskingRun, prompt: str, system: str, max_tokens: int, dropped: dict[int, int]) -> int:
         """Counts the call and checks sizes, caps and the sampler; returns its handle with the tokens reserved.
 
         Raises:
@@ -188,7 +216,7 @@ class Sampling:
             self._reserved[handle] = sent
         return handle
 
-    def _check(self, run: RunState, prompt: str, system: str, max_tokens: int, dropped: dict[int, int]) -> int:
+    def _check(self, run: AskingRun, prompt: str, system: str, max_tokens: int, dropped: dict[int, int]) -> int:
         """The max_tokens to send, or the reason to refuse."""
         for index, what, limit in ((0, "the prompt", MAX_PROMPT_BYTES), (1, "the system prompt", MAX_SYSTEM_BYTES)):
             if index in dropped:
@@ -210,7 +238,7 @@ class Sampling:
         return min(max_tokens, left)
 
     # -- the call (on a thread of its own) -----------------------------------------------------
-    def start(self, run: RunState, handle: int, prompt: str, system: str) -> None:
+    def start(self, run: AskingRun, handle: int, prompt: str, system: str) -> None:
         """Asks the sampler on a thread of its own; the outcome reaches the guest through `run.complete`."""
         run.calls.open(handle, TRACE_SERVER_ID, TRACE_TOOL_NAME)
         if run.journal is not None:  # before the thread: a pause by replay waits for this question too
@@ -219,7 +247,7 @@ class Sampling:
                                   name="wasmexec-sample")  # fmt: skip
         thread.start()
 
-    def _ask(self, run: RunState, handle: int, prompt: str, system: str) -> None:
+    def _ask(self, run: AskingRun, handle: int, prompt: str, system: str) -> None:
         with self._lock:
             sent = self._reserved.get(handle, 0)
         started = time.monotonic()
@@ -264,13 +292,13 @@ class Sampling:
                                 retryable=True) from None  # fmt: skip
 
     # -- records -------------------------------------------------------------------------------
-    def _refused(self, run: RunState, handle: int, prompt: str, system: str, error: HostCallError) -> None:
+    def _refused(self, run: AskingRun, handle: int, prompt: str, system: str, error: HostCallError) -> None:
         run.calls.refused(handle, TRACE_SERVER_ID, TRACE_TOOL_NAME, f"{error.kind}: {error.message}")
         self._audit(run, {"prompt": prompt, "system": system or None, "max_tokens": 0}, error, None, duration_s=0.0,
                     redactions=0)  # fmt: skip
 
     def _audit(
-        self, run: RunState, request: dict[str, Any], error: HostCallError | None, answer: Answer | None,
+        self, run: AskingRun, request: dict[str, Any], error: HostCallError | None, answer: Answer | None,
         *, duration_s: float, redactions: int,
     ) -> None:  # fmt: skip
         if self.audit is None:
