@@ -7,7 +7,7 @@ import httpx2
 import pytest
 
 from wasmexec._tools import oauth
-from wasmexec._tools.config import ServerConfig, parse_config
+from wasmexec._tools.config import ServerConfig, check_oauth_settings, parse_config
 from wasmexec._tools.transports import bound_reply
 
 
@@ -30,7 +30,7 @@ def test_oauth_settings_are_checked_and_expanded_and_the_client_secret_is_redact
     for bad, message in (({"port": 1}, "unknown setting 'port'"), ({"redirect_port": 0}, "a port number"),
                          ({"redirect_port": True}, "a port number"), ({"scope": 3}, "must be str")):  # fmt: skip
         with pytest.raises(ValueError, match=message):
-            oauth.check_settings(bad)
+            check_oauth_settings(bad)
 
 
 def test_tokens_are_stored_privately_one_file_per_server_and_told_to_the_redactor(tmp_path: Path) -> None:

@@ -50,6 +50,10 @@ from wasmexec._tools.jsonc import loads_jsonc
 if TYPE_CHECKING:
     from wasmexec._tools.policy import Policy
 
+#: The settings an `"oauth"` object may hold (`wasmexec._tools.oauth` acts on them).
+OAUTH_SETTINGS = {"enabled": bool, "client_id": str, "client_secret": str, "scope": str, "redirect_port": int,
+                  "client_name": str}  # fmt: skip
+
 Transport = Literal["stdio", "http", "sse"]
 
 _STDIO_TYPES = {"stdio"}
@@ -299,9 +303,7 @@ def _parse_http(
         raise ValueError('"url" must be an http:// or https:// URL')
     if "command" in entry:
         raise ValueError('has both "command" and "url"; choose one transport')
-    from wasmexec._tools.oauth import check_settings
-
-    oauth = check_settings(entry.get("oauth"))
+    oauth = check_oauth_settings(entry.get("oauth"))
     if oauth is not None:
         oauth = {key: expander.expand(value) if isinstance(value, str) else value for key, value in oauth.items()}
         if oauth.get("client_secret"):
@@ -310,6 +312,24 @@ def _parse_http(
         server_id, transport, url=url, headers=_expanded_map(entry, "headers", expander), oauth=oauth,
         expanded_secrets=tuple(expander.secrets), **_common(entry),
     )  # fmt: skip
+
+
+def check_oauth_settings(value: Any) -> dict[str, Any] | None:
+    """The `"oauth"` value of an entry, checked: None (unset), or a dict of `OAUTH_SETTINGS`; ValueError if wrong."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return {"enabled": value}
+    if not isinstance(value, dict):
+        raise ValueError('"oauth" must be true, false or an object of OAuth settings')
+    for key, item in value.items():
+        kind = OAUTH_SETTINGS.get(key)
+        if kind is None:
+            raise ValueError(f'"oauth" has an unknown setting {key!r}; known: {", ".join(OAUTH_SETTINGS)}')
+        bad_port = kind is int and (isinstance(item, bool) or not isinstance(item, int) or not 0 < item < 65536)
+        if not isinstance(item, kind) or bad_port:
+            raise ValueError(f'"oauth" setting {key!r} must be {"a port number" if kind is int else kind.__name__}')
+    return dict(value)
 
 
 def _env_file(entry: dict[str, Any], expander: Expander, base: Path) -> dict[str, str]:

@@ -64,28 +64,7 @@ LOGIN_TIMEOUT_S = 300.0
 CALLBACK_PATH = "/callback"
 #: The browser's request line and headers are read up to this many bytes (the code and state are short).
 MAX_CALLBACK_BYTES = 16 * 1024
-#: The settings an `"oauth"` object may hold.
-SETTINGS = {"enabled": bool, "client_id": str, "client_secret": str, "scope": str, "redirect_port": int,
-            "client_name": str}  # fmt: skip
 _PAGE = "<!doctype html><title>wasmexec</title><p>{}</p>"
-
-
-def check_settings(value: Any) -> dict[str, Any] | None:
-    """The `"oauth"` value of a config entry, checked: None (unset), or a dict of `SETTINGS`; ValueError if wrong."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return {"enabled": value}
-    if not isinstance(value, dict):
-        raise ValueError('"oauth" must be true, false or an object of OAuth settings')
-    for key, item in value.items():
-        kind = SETTINGS.get(key)
-        if kind is None:
-            raise ValueError(f'"oauth" has an unknown setting {key!r}; known: {", ".join(SETTINGS)}')
-        bad_port = kind is int and (isinstance(item, bool) or not isinstance(item, int) or not 0 < item < 65536)
-        if not isinstance(item, kind) or bad_port:
-            raise ValueError(f'"oauth" setting {key!r} must be {"a port number" if kind is int else kind.__name__}')
-    return dict(value)
 
 
 def wanted(config: ServerConfig) -> bool:

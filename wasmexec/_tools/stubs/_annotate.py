@@ -115,7 +115,7 @@ def _ref(ref: Any, ctx: Context, hint: str) -> PyType:
     target = lookup(ctx.root, ref)
     if target is MISSING:
         return any_because(f"$ref {ref!r} does not resolve")
-    pending = ctx.writer._pending_name(target) if ctx.writer else None
+    pending = ctx.writer.pending_name(target) if ctx.writer else None
     if pending:
         return PyType((pending,), forward=True)
     if id(target) in ctx.expanding:
@@ -179,7 +179,7 @@ def _object(schema: dict[str, Any], ctx: Context, hint: str) -> PyType:
         return _mapping(schema, ctx, hint)
     if ctx.writer is None:
         return PyType(("dict[str, Any]",))
-    return ctx.writer._typed_dict(schema, props, ctx, hint)
+    return ctx.writer.typed_dict(schema, props, ctx, hint)
 
 
 def _mapping(schema: dict[str, Any], ctx: Context, hint: str) -> PyType:

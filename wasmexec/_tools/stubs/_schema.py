@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 from urllib.parse import unquote
 
-from wasmexec._tools.stubs._types import unique
-
-if TYPE_CHECKING:
-    from wasmexec._tools.stubs._writer import StubWriter
+from wasmexec._tools.stubs._types import PyType, unique
 
 #: Deeper schemas become ``Any``: keeps recursion far below Python's stack limit.
 MAX_DEPTH: Final = 64
@@ -23,12 +20,25 @@ MISSING: Final[Any] = object()
 _TYPE_KEYWORDS: Final = ("type", "properties", "additionalProperties", "patternProperties", "items", "prefixItems")
 
 
+class ClassWriter(Protocol):
+    """Where a walk puts the classes it meets (`_writer.StubWriter` is the one).
+
+    A protocol, so this module need not import the writer, which imports it.
+    """
+
+    def pending_name(self, schema: Any) -> str | None:
+        """The name of the class being written for `schema`, used as a forward reference; None if none."""
+
+    def typed_dict(self, schema: dict[str, Any], props: dict[str, Any], ctx: Context, hint: str) -> PyType:
+        """The TypedDict written for an object schema with `props`."""
+
+
 @dataclass
 class Context:
     """One walk over a schema document: where refs point, where classes go, how far we went."""
 
     root: Any
-    writer: StubWriter | None = None
+    writer: ClassWriter | None = None
     expanding: set[int] = field(default_factory=set)  # ids of $ref targets being expanded
     depth: int = 0
     steps: int = 0

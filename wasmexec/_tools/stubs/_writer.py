@@ -70,13 +70,13 @@ class StubWriter:
     def _annotate(self, schema: Any, root: Any, hint: str) -> PyType:
         return schema_type(schema, Context(schema if root is None else root, self), hint)
 
-    def _pending_name(self, schema: Any) -> str | None:
+    def pending_name(self, schema: Any) -> str | None:
         name = self._pending.get(id(schema))
         if name:
             self._forward.add(name)
         return name
 
-    def _typed_dict(self, schema: dict[str, Any], props: dict[str, Any], ctx: Context, hint: str) -> PyType:
+    def typed_dict(self, schema: dict[str, Any], props: dict[str, Any], ctx: Context, hint: str) -> PyType:
         key = (id(schema), id(ctx.root))
         if key in self._done:
             return PyType((self._done[key][2],))
