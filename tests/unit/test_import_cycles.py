@@ -29,10 +29,6 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2] / "wasmexec"
 
 #: Cycles between top-level packages that exist today, each with why and what removes it.
 KNOWN_PACKAGE_CYCLES = {
-    # _workspace/sessions.py seals sessions with _state's key and sealed files, while _state's
-    # stores (artifacts.py, sealed.py) read through _workspace.safefs and _workspace.store: the
-    # move of sessions and vaults onto the shared state directory puts them on one side.
-    frozenset({"wasmexec._state", "wasmexec._workspace"}),
     # The science image: _science builds on _sandbox (artifacts, epoch, report, runtime), while
     # _sandbox (sandbox.py, cachedir.py) and _profiles pick it by name through function-level
     # imports. Issue 18 §1 ("an image is a plug-in", a registry of profiles) removes it.

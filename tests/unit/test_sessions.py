@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wasmexec._state.key import StateKey
-from wasmexec._workspace.sessions import (
+from wasmexec._state.sessions import (
     DamagedSession,
     SessionBusy,
     SessionError,

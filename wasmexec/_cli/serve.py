@@ -57,7 +57,7 @@ from wasmexec._cli.options import (
 )
 from wasmexec._profiles import check_profile
 from wasmexec._sandbox.spares import DEFAULT_SPARES, MAX_SPARES, SpareStats
-from wasmexec._workspace.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
+from wasmexec._state.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
 
 if TYPE_CHECKING:
     import socket

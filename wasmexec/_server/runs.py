@@ -36,9 +36,9 @@ from wasmexec._sandbox.sandbox import RunControl, Sandbox
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
 from wasmexec._server.streaming import OutputStream
+from wasmexec._state.sessions import Session, SessionStore, guest_finished
 from wasmexec._tools.approval import asking_handle
 from wasmexec._tools.pii import PiiVault
-from wasmexec._workspace.sessions import Session, SessionStore, guest_finished
 
 #: How long a stopping run waits for its approver to take the "no" before it is cancelled: the approver only
 #: returns (microseconds), so this bounds a stuck thread, not normal work.

@@ -10,7 +10,7 @@ stops the run and its downstream calls; progress is reported when asked for.
 Files: `files` are copied into the run's /workspace; what the code writes there comes
 back as artifacts, each an MCP resource (`resources.py`) linked from the result, small
 images and text also inline. `session: true` keeps the workspace for later calls with
-the returned `session_id` (`wasmexec._workspace.sessions`). Artifacts, sessions and
+the returned `session_id` (`wasmexec._state.sessions`). Artifacts, sessions and
 paused runs belong to the caller that made them (`callers.py`).
 
 Profiles: the server may offer more than one guest image (a Sandbox each, sharing the
@@ -80,12 +80,7 @@ from wasmexec._server.streaming import LogLevels, sender, streamed
 from wasmexec._state.approvals import ApprovalStore, InUse, Recorded, Refused
 from wasmexec._state.directory import StateDir
 from wasmexec._state.key import StateKey
-from wasmexec._tools.broker import Broker
-from wasmexec._tools.mcp_errors import ServerUnavailable
-from wasmexec._tools.pii import PiiVault
-from wasmexec._tools.validation import schema_errors
-from wasmexec._version import __version__
-from wasmexec._workspace.sessions import (
+from wasmexec._state.sessions import (
     DEFAULT_MAX_SESSION_BYTES,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_SESSION_TTL_S,
@@ -95,6 +90,11 @@ from wasmexec._workspace.sessions import (
     SessionStore,
     UnknownSession,
 )
+from wasmexec._tools.broker import Broker
+from wasmexec._tools.mcp_errors import ServerUnavailable
+from wasmexec._tools.pii import PiiVault
+from wasmexec._tools.validation import schema_errors
+from wasmexec._version import __version__
 from wasmexec._workspace.workspace import InputError
 
 #: The text content is for a model's context: long data and logs are cut (structuredContent is whole).

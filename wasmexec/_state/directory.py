@@ -3,7 +3,7 @@
 ``serve --state-dir DIR`` names it; every replica of a server set is pointed at the same DIR
 (NFS, EFS, a ReadWriteMany volume). Its parts, each owned by one module::
 
-    DIR/sessions/    sessions: sealed generations, owners, locks, PII vaults (`wasmexec._workspace.sessions`;
+    DIR/sessions/    sessions: sealed generations, owners, locks, PII vaults (`wasmexec._state.sessions`;
                      a session's vault is kept in its own directory, so it is removed with it)
     DIR/artifacts/   the artifacts behind wasmexec:// resources (`wasmexec._state.artifacts`)
     DIR/vaults/      reserved (made, unused)

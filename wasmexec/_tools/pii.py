@@ -7,7 +7,7 @@ hold the value. The same value always gets the same token within one vault (one 
 one session), and tokens the code passes back into tool arguments are replaced by their
 values on the host, so an agent can act on data it never saw. With ``redact`` values become
 ``<EMAIL>`` and there is no way back. A run's vault lives in memory only; a session's is kept
-sealed with the session between its runs (`to_bytes`, `from_bytes`; `wasmexec._workspace.sessions`).
+sealed with the session between its runs (`to_bytes`, `from_bytes`; `wasmexec._state.sessions`).
 
 Tokens name their vault (``<EMAIL_1_k7q2mx>``: kind, number, the vault's random tag), so a
 token is never resolved by a vault that did not issue it: restoring one this vault does not
