@@ -161,7 +161,7 @@ class ServerRun:
         context = contextvars.copy_context()
         self._thread = threading.Thread(target=context.run, args=(self._work, sandbox, job), daemon=True,
                                         name="wasmexec-run")  # fmt: skip
-        self._deadline = time.monotonic() + job.limits.timeout_ms / 1000
+        self._timeout_s = job.limits.timeout_ms / 1000
 
     def start(self) -> None:
         self._thread.start()
@@ -262,7 +262,7 @@ class ServerRun:
             self._questions += 1
         try:
             self._events.put(Approval(request))
-            return self._answers.get(timeout=max(0.0, self._deadline - time.monotonic()))
+            return self._answers.get(timeout=self.remaining())
         except queue.Empty:
             return False
         finally:
@@ -297,7 +297,7 @@ class ServerRun:
             first, self._pausing = not self._pausing, True
         if not first:
             return
-        journal.wait_quiet(self._deadline)
+        journal.wait_quiet(self.deadline())
         what = "approval" if handle is not None else "question to the client's model"
         if journal.check_resumed() is not None:  # the run is being stopped
             raise HostCallError("denied", f"the {what} was not asked: the replay diverged", DIVERGED_HINT)
@@ -335,7 +335,7 @@ class ServerRun:
             event.answer(_shut_down())
         self._events.put(event)
         try:
-            return event.wait(self._deadline)
+            return event.wait(self.deadline())
         finally:
             with self._samples_lock:
                 self._samples.remove(event)
@@ -356,9 +356,16 @@ class ServerRun:
         finally:
             self._reporter = None
 
+    def deadline(self) -> float:
+        """The run's deadline (`time.monotonic` seconds): its state's, which counts from when the run
+        started, not from when the request arrived (it may have queued for a slot). A run not started
+        yet has its whole timeout ahead of it."""
+        deadline = self.control.deadline
+        return deadline if deadline is not None else time.monotonic() + self._timeout_s
+
     def remaining(self) -> float:
         """Seconds until the run's deadline (never negative)."""
-        return max(0.0, self._deadline - time.monotonic())
+        return max(0.0, self.deadline() - time.monotonic())
 
     def answer(self, approved: bool) -> None:
         self._answers.put(approved)
