@@ -40,11 +40,11 @@ def setup(tmp_path_factory: pytest.TempPathFactory, runtime: Runtime) -> dict[st
             "audit": tmp / "audit.jsonl", "cache": runtime.artifacts.directory}  # fmt: skip
 
 
-def _params(setup: dict[str, Path]) -> StdioServerParameters:
+def _params(setup: dict[str, Path], *options: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "wasmexec", "serve", "--config", str(setup["config"]), "--policy", str(setup["policy"]),
-              "--audit-log", str(setup["audit"]), "--timeout-ms", "20000"],
+              "--audit-log", str(setup["audit"]), "--timeout-ms", "20000", *options],
         env=child_env(WASMEXEC_CACHE_DIR=str(setup["cache"])),
     )  # fmt: skip
 
@@ -58,10 +58,10 @@ async def _call(client: Client, code: str, **arguments: Any) -> dict[str, Any]:
     return structured  # type: ignore[return-value]
 
 
-def _run(setup: dict[str, Path], mode: str, body: Any, **client_options: Any) -> Any:
+def _run(setup: dict[str, Path], mode: str, body: Any, *options: str, **client_options: Any) -> Any:
     async def main() -> Any:
         with anyio.fail_after(120):
-            async with Client(_params(setup), mode=mode, **client_options) as client:  # type: ignore[arg-type]
+            async with Client(_params(setup, *options), mode=mode, **client_options) as client:  # type: ignore[arg-type]
                 return await body(client)
 
     return anyio.run(main)
@@ -167,6 +167,40 @@ def test_a_destructive_call_asks_the_user_first(setup: dict[str, Path], action: 
         assert data_of(result) == "written" and target.read_text() == "hello"
     else:
         assert error_of(result)["type"] == "ApprovalDeniedError" and not target.exists()
+
+
+def test_a_run_queued_behind_another_still_has_its_whole_timeout_to_wait_for_an_approval(
+    setup: dict[str, Path],
+) -> None:
+    # One run slot: the second run waits about QUEUED_S for the first, then asks at once and the user
+    # takes ANSWER_S to answer. Its clock starts when it starts, so the answer is in time (ANSWER_S is
+    # well under its timeout); counted from when the request arrived, the wait would end first.
+    queued_s, answer_s, timeout_ms = 3.0, 2.0, 4000
+    target = setup["files"] / "queued.txt"
+
+    async def answer_late(ctx: Any, params: Any) -> ElicitResult:
+        await anyio.sleep(answer_s)
+        return ElicitResult(action="accept", content={"approve": True})
+
+    async def body(client: Client) -> Any:
+        results: dict[str, Any] = {}
+
+        async def first() -> None:
+            results["first"] = await _call(client, f"import servers.slow as s\nawait s.sleep_for(seconds={queued_s})")
+
+        async def second() -> None:
+            await anyio.sleep(0.3)  # after the first has taken the slot
+            results["second"] = await _call(client, WRITE.format(path=str(target)), timeout_ms=timeout_ms)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(first)
+            group.start_soon(second)
+        return results
+
+    results = _run(setup, "legacy", body, "--max-concurrent-runs", "1", elicitation_callback=answer_late)
+    assert data_of(results["first"]) == {"result": queued_s}
+    assert results["second"]["approval_state"] == "APPROVED", results["second"]
+    assert data_of(results["second"]) == "written" and target.read_text() == "hello"
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -21,9 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from wasmtime import _bindings as ffi
-
 from wasmexec._runctx import runstate as _runstate
+from wasmexec._sandbox.wasmtime_internals import ffi
 
 #: The clock's resolution: a busy loop overruns its deadline by at most about this.
 TICK_MS = 10

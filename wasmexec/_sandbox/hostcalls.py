@@ -6,12 +6,11 @@ thread-local (`bind`).
 
 Everything the guest sends is hostile, and epochs cannot interrupt host code, so
 every function checks the sizes of its arguments before it decodes, looks up or
-computes anything (`MAX_OP_CHARS`, `MAX_NAME_CHARS`, `MAX_REQUEST_BYTES`,
-`MAX_PAYLOAD_BYTES`, `MAX_WAIT_HANDLES`, and the run's caps on outstanding calls and
-held memory). wasmtime-py lifts every argument into Python before calling a host
-function (a string is copied and decoded, about 3 ms per MB; a list is converted
-element by element, about 2.5 µs each), so each function sits behind a small C
-trampoline (`_trampoline`) that drops an argument over its byte or length bound
+computes anything (each argument's bound in the host-call contract, `contract.FUNCTIONS`,
+and the run's caps on outstanding calls and held memory). wasmtime-py lifts every
+argument into Python before calling a host function (a string is copied and decoded,
+about 3 ms per MB; a list is converted element by element, about 2.5 µs each), so each
+function sits behind a small C trampoline (`_trampoline`) that drops an argument over its byte or length bound
 unread, and the function refuses it by its size.
 
 No exception ever leaves these functions into wasmtime. wasmtime-py's trampoline
@@ -36,49 +35,47 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, get_args
+from typing import Any
 
 from wasmtime import StoreContext, WasmtimeError
-from wasmtime import _ffi as ffi
 from wasmtime.component import Record
-from wasmtime.component import _linker as wasmtime_linker
-from wasmtime.component._types import FuncType
 
 from wasmexec._envelope import StopReason, valid_text  # a WIT string cannot carry a lone surrogate
-from wasmexec._runctx import llm_ask as _sampling
 from wasmexec._runctx import runstate as _runstate
 from wasmexec._runctx.runstate import RunState
-from wasmexec._runctx.toolhost import (
-    CALL_KINDS,
-    MAX_NAME_CHARS,
-    MAX_PAYLOAD_BYTES,
-    ErrorKind,
-    HostCallError,
-    encode_payload,
-    internal_error,
+from wasmexec._runctx.toolhost import MAX_NAME_CHARS, MAX_PAYLOAD_BYTES, HostCallError, encode_payload, internal_error
+from wasmexec._sandbox.contract import (
+    ENUMS,
+    ERROR_KINDS,
+    FUNCTIONS,
+    INTERFACE,
+    MAX_OP_CHARS,
+    MAX_REQUEST_BYTES,
+    MAX_WAIT_HANDLES,
+    bounds,
+)
+from wasmexec._sandbox.wasmtime_internals import (
+    component_linker,
+    error_from_pointer,
+    error_pointer,
+    ffi,
+    func_type,
+    invalidate,
+    lift_params,
+    lower_result,
 )
 
-#: The WIT interface the guest imports (wasm_assets/wit/world.wit).
-INTERFACE = "wasmexec:sandbox/host@0.1.0"
-#: Longest catalog operation name; the real ones are under 20 characters.
-MAX_OP_CHARS = 64
-#: Largest catalog request: real ones are a few names, a query and a limit.
-MAX_REQUEST_BYTES = 64 * 1024
 #: How much of a refused call's names goes into the tool trace and the audit log.
 TRACED_NAME_CHARS = 200
 
-#: Longest handle list `wait` accepts: every call a run may have outstanding, and a margin.
-MAX_WAIT_HANDLES = _runstate.MAX_OUTSTANDING_CALLS + _runstate.WAIT_HANDLE_MARGIN
 #: A floor on how fast the host decodes JSON (measured: about 5 MB/s for the slowest shape, a list
 #: of empty objects, on a loaded 2-core machine); arguments that might not be decoded before the
 #: run's deadline are refused, since no epoch can stop the decoder.
 MIN_DECODE_BYTES_PER_S = 4 * 1024 * 1024
 #: Arguments this small are always decoded (a few ms at worst), whatever time is left.
 ALWAYS_DECODED_BYTES = 64 * 1024
-#: UTF-8 takes at most this many bytes per character: a name over 4x its limit in bytes is over it.
-_MAX_UTF8_BYTES = 4
-
-_KINDS = frozenset(get_args(ErrorKind))
+_KINDS = frozenset(ERROR_KINDS)
+_CALL_KINDS = frozenset(ENUMS["call-kind"])
 
 
 class _Dropped(threading.local):
@@ -93,6 +90,12 @@ _dropped = _Dropped()
 def _take_dropped() -> dict[int, int]:
     sizes, _dropped.sizes = _dropped.sizes, {}
     return sizes
+
+
+def note_dropped(sizes: dict[int, int]) -> None:
+    """Tells the host function about to run which arguments were dropped unread (index → size),
+    as the trampoline does: for the science door, which bounds its arguments itself."""
+    _dropped.sizes = sizes
 
 
 @contextmanager
@@ -149,7 +152,7 @@ def _trap(reason: StopReason) -> WasmtimeError:
     return WasmtimeError(f"wasmexec: {reason}")
 
 
-def _interrupted(exc: BaseException) -> WasmtimeError:
+def interrupted(exc: BaseException) -> WasmtimeError:
     """Records an interrupt (KeyboardInterrupt, SystemExit) on the current run and traps its guest."""
     run = _runstate.current()
     if run is not None:
@@ -177,7 +180,7 @@ def _host_function(on_error: Callable[[HostCallError, tuple[Any, ...]], Any]) ->
             except Exception as exc:  # on_error itself failed: a host bug, still never parked
                 raise WasmtimeError(f"wasmexec: internal host error: {type(exc).__name__}") from None
             except BaseException as exc:  # KeyboardInterrupt, SystemExit
-                raise _interrupted(exc) from None
+                raise interrupted(exc) from None
 
         return guarded
 
@@ -287,7 +290,7 @@ def host_start_call(store: Any, server_id: str, tool_name: str, arguments_json: 
             arguments = _decode(arguments_json, "the arguments")
         except HostCallError as error:
             raise _refuse(run, handle, server_id, tool_name, error) from None
-        if kind not in CALL_KINDS:  # wasmtime-py lifts the enum to its case name; anything else is a bug
+        if kind not in _CALL_KINDS:  # wasmtime-py lifts the enum to its case name; anything else is a bug
             raise _refuse(run, handle, server_id, tool_name, HostCallError("invalid-argument", "unknown call kind"))
         run.tools.start_call(run, handle, server_id, tool_name, arguments, kind=kind)
     except BaseException:
@@ -368,50 +371,51 @@ def _trampoline(bounds: tuple[int | None, ...]) -> Any:
 
 
 def _dispatch(data: Any, context: Any, ty: Any, args: Any, nargs: int, results: Any, nresults: int) -> int:
-    """wasmtime-py's `func_impl` (wasmtime-py 50), except that nothing escapes: returns 0 or a trap."""
+    """wasmtime-py's `func_impl` (`wasmtime_internals`), except that nothing escapes: returns 0 or a trap."""
     try:
         store = StoreContext(context)
         try:
-            with FuncType._from_ptr(ty, owner=store) as func_type:
-                func = wasmtime_linker.FUNCTIONS.get(data or 0)
-                params = [param.convert_from_c(args[index]) for index, (_, param) in enumerate(func_type.params)]
-                result = func(store, *params[:nargs])
-                if func_type.result is not None:
-                    func_type.result.convert_to_c(store, result, results)
+            with func_type(ty, store) as signature:
+                func = component_linker.FUNCTIONS.get(data or 0)
+                result = func(store, *lift_params(signature, args, nargs))
+                lower_result(signature, store, result, results)
             return 0
         except WasmtimeError as error:
             trap = error
         except Exception as exc:  # a host bug, or a value wasmtime-py cannot lower
             trap = WasmtimeError(f"wasmexec: internal host error: {type(exc).__name__}: {exc}"[:300])
         except BaseException as exc:  # KeyboardInterrupt, SystemExit
-            trap = _interrupted(exc)
+            trap = interrupted(exc)
         finally:
-            store._invalidate()
-        return ctypes.cast(trap._consume(), ctypes.c_void_p).value or 0
+            invalidate(store)
+        return error_pointer(trap)
     except BaseException:  # a second interrupt while handling the first: trap, never raise into C
         return ctypes.cast(ffi.wasmtime_error_new(b"wasmexec: cancelled"), ctypes.c_void_p).value or 0
 
 
 # Module-level, so the C callbacks live as long as any linker that uses them.
 _PLAIN_TRAMPOLINE = _trampoline(())
-_CATALOG_TRAMPOLINE = _trampoline((MAX_OP_CHARS * _MAX_UTF8_BYTES, MAX_REQUEST_BYTES))
-_START_CALL_TRAMPOLINE = _trampoline(
-    (MAX_NAME_CHARS * _MAX_UTF8_BYTES, MAX_NAME_CHARS * _MAX_UTF8_BYTES, MAX_PAYLOAD_BYTES)
-)
-_WAIT_TRAMPOLINE = _trampoline((MAX_WAIT_HANDLES, None))
-_START_SAMPLE_TRAMPOLINE = _trampoline((_sampling.MAX_PROMPT_BYTES, _sampling.MAX_SYSTEM_BYTES, None))
+#: Each host function's trampoline, dropping its arguments over their bounds in the contract.
+_TRAMPOLINES = {name: _trampoline(bounds(name)) for name in FUNCTIONS}
+#: The host functions by WIT name (the contract's functions, each once).
+HOST_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "catalog": host_catalog,
+    "start-call": host_start_call,
+    "start-sample": host_start_sample,
+    "wait": host_wait,
+}
 
 
 def _add_func(instance: Any, name: str, func: Callable[..., Any], trampoline: Any = _PLAIN_TRAMPOLINE) -> None:
     """`LinkerInstance.add_func` with our own C trampoline instead of wasmtime-py's (wasmtime-py 50)."""
     name_bytes = name.encode()
-    data = wasmtime_linker.FUNCTIONS.allocate(func)
+    data = component_linker.FUNCTIONS.allocate(func)
     error = ffi.wasmtime_component_linker_instance_add_func(
         instance.ptr(), ctypes.create_string_buffer(name_bytes), len(name_bytes), trampoline, data,
-        wasmtime_linker.func_finalize,
+        component_linker.func_finalize,
     )  # fmt: skip
     if error:
-        raise WasmtimeError._from_ptr(error)
+        raise error_from_pointer(error)
 
 
 def _refuse_blocking_wait(store: Any, *args: Any) -> Any:
@@ -431,10 +435,8 @@ def register(linker: Any, monotonic_clock: str | None = None) -> None:
     `subscribe-*` functions then trap instead of blocking (`now` keeps working).
     """
     with linker.root() as root, root.add_instance(INTERFACE) as instance:
-        _add_func(instance, "catalog", host_catalog, _CATALOG_TRAMPOLINE)
-        _add_func(instance, "start-call", host_start_call, _START_CALL_TRAMPOLINE)
-        _add_func(instance, "wait", host_wait, _WAIT_TRAMPOLINE)
-        _add_func(instance, "start-sample", host_start_sample, _START_SAMPLE_TRAMPOLINE)
+        for name, function in HOST_FUNCTIONS.items():
+            _add_func(instance, name, function, _TRAMPOLINES[name])
     if monotonic_clock is None:
         return
     linker.allow_shadowing = True

@@ -17,7 +17,6 @@ from typing import Any, Generic, TypeVar
 
 import wasmtime
 from wasmtime import Config, Engine
-from wasmtime import _ffi as ffi
 from wasmtime.component import Linker
 
 from wasmexec._sandbox import hostcalls as _hostcalls
@@ -25,6 +24,7 @@ from wasmexec._sandbox import stack as _stack
 from wasmexec._sandbox.artifacts import ArtifactStore, Progress
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest
+from wasmexec._sandbox.wasmtime_internals import ffi
 
 _ENGINE_FORMAT = "v2"  # bump when the engine configuration below changes
 

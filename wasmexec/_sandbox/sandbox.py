@@ -54,6 +54,15 @@ class RunControl:
             if self._stopped:
                 state.stop("cancelled")
 
+    @property
+    def deadline(self) -> float | None:
+        """The run's deadline (`time.monotonic` seconds), owned by its state; None until the run starts.
+
+        Read it each time: the clock restarts once the guest is loaded (`RunState.started`).
+        """
+        with self._lock:
+            return self._state.deadline if self._state is not None else None
+
     def stop(self) -> None:
         """Stops the run promptly (its result says `cancelled`); idempotent, safe before it starts."""
         with self._lock:

