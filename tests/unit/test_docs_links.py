@@ -98,3 +98,23 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
 def test_the_readme_is_at_most_300_lines() -> None:
     lines = len((ROOT / "README.md").read_text().splitlines())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move reference material to docs/"
+
+
+def _unreleased() -> list[str]:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    return text.split("\n## [Unreleased]\n", 1)[1].split("\n## [", 1)[0].splitlines()
+
+
+def test_the_changelog_says_each_change_in_one_line_of_user_facing_words() -> None:
+    lines = _unreleased()
+    headings = [line for line in lines if line.startswith("### ")]
+    assert len(headings) == len(set(headings)), headings
+    assert set(headings) <= {
+        f"### {kind}" for kind in ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
+    }
+    continued = [line for line in lines if line.strip() and not line.startswith(("- ", "### "))]
+    assert not continued, f"an entry continues on a second line: {continued[:3]}"
+    internal = [
+        line for line in lines if re.search(r"wasmexec\._|(?<![\w/])_[a-z]\w*(\.py)?\b|SessionStore|ServeOptions", line)
+    ]
+    assert not internal, f"internal module names: {internal[:3]}"
