@@ -75,7 +75,7 @@ def test_tools_call_returns_the_structured_result(era: str, node_env: dict[str, 
 
 
 def test_a_failing_script_is_a_result_not_a_tool_error(node_env: dict[str, str], cache_dir: str) -> None:
-    """As the README says: an exception in the code comes back as ok=false with a diagnostic, exit code 0."""
+    """As docs/result.md says: an exception in the code comes back as ok=false with a diagnostic, exit code 0."""
     process = _call(node_env, cache_dir, "raise ValueError('boom')")
     assert process.returncode == 0, _output(process)
     structured = json.loads(process.stdout)["result"]["structuredContent"]

@@ -99,7 +99,7 @@ def test_import_with_nothing_to_find_writes_an_empty_config_that_run_accepts(tmp
     empty = User.__new__(User)
     empty.home, empty.project = tmp_path / "home", tmp_path / "project"
     empty.project.mkdir(parents=True)
-    output = empty.home / ".config" / "wasmexec" / "mcp.json"  # the README's path; its directory is made
+    output = empty.home / ".config" / "wasmexec" / "mcp.json"  # the path the docs use; its directory is made
     done = empty.wasmexec("config", "import", "--output", str(output))
     assert done.returncode == 0, done.stderr
     assert "no MCP servers found" in done.stderr and "wrote an empty config" in done.stderr

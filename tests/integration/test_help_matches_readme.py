@@ -1,4 +1,4 @@
-"""The README's `## CLI` synopsis and the real argparse parsers say the same thing.
+"""The CLI reference's synopsis (docs/cli.md, `## Synopsis`) and the real argparse parsers say the same thing.
 
 Every command in the synopsis exists, every option it shows exists with the same metavar, every
 real option is shown, options that exclude each other are shown as `[A | B]` and are exclusive in
@@ -16,14 +16,14 @@ import pytest
 from wasmexec import _limits
 from wasmexec._cli.main import build_parser
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 OPTION = re.compile(r"(?<![\w-])(--?[a-z][a-z-]*)(?: ([A-Z]+)\b)?")
 BRACKETED_CHOICE = re.compile(r"\[([^\[\]|]+(?:\|[^\[\]|]+)+)\]")
 
 
 def _synopsis() -> dict[str, str]:
     """Command path ("run", "tools list", "" for bare `wasmexec`) -> its synopsis text, option blocks expanded."""
-    section = README.read_text().split("\n## CLI\n", 1)[1].split("\n## ", 1)[0]
+    section = CLI_DOC.read_text().split("\n## Synopsis\n", 1)[1].split("\n## ", 1)[0]
     block = section.split("```\n", 2)[1]
     entries: list[str] = []
     for line in block.splitlines():

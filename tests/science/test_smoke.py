@@ -61,7 +61,7 @@ result = base64.b64encode(buffer.getvalue()).decode()
 
 
 def test_numpy_default_integers_are_int32(science: Sandbox) -> None:
-    # wasm32: numpy's default integer (C long) is 32 bits, unlike on 64-bit hosts; documented in the README.
+    # wasm32: numpy's default integer (C long) is 32 bits, unlike on 64-bit hosts; documented in docs/science.md.
     code = "import numpy as np\nresult = [str(np.array([1]).dtype), int((np.array([2**31 - 1]) + 1)[0])]"
     assert _data(science.run_sync(code)) == ["int32", -(2**31)]
 
