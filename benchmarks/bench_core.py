@@ -3,7 +3,7 @@
     python benchmarks/bench_core.py [--quick] [--json OUT]
     python benchmarks/bench_core.py --summary-from OUT     # reprint the tables of an earlier run
 
-Sections (see README.md for the measured numbers and targets):
+Sections (see benchmarks/README.md and docs/performance.md for the measured numbers and targets):
 
   a. a fresh sandbox per run of ``result = 1 + 1``, fuel on and off, and its phases;
   b. process cold start of ``wasmexec run`` with a warm compiled cache, and its phases;

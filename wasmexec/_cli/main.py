@@ -1,6 +1,6 @@
 """The `wasmexec` command line: the parsers and the dispatch to each command.
 
-Exit codes (README, "CLI"): 0 the run succeeded, 1 the code failed (the JSON says
+Exit codes (docs/cli.md, "Exit status"): 0 the run succeeded, 1 the code failed (the JSON says
 why), 2 usage error, 3 the sandbox itself could not be built or loaded, 4 `serve
 --http` could not listen, 130 interrupted (Ctrl-C).
 """

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from wasmexec._tools.config_import import Place
     from wasmexec._tools.policy import Policy
 
-#: Exit codes (README, "CLI"): the run failed, usage, no sandbox, cannot listen, Ctrl-C (128 + SIGINT).
+#: Exit codes (docs/cli.md, "Exit status"): the run failed, usage, no sandbox, cannot listen, Ctrl-C (128 + SIGINT).
 EXIT_OK, EXIT_CODE_FAILED, EXIT_USAGE, EXIT_SANDBOX, EXIT_LISTEN, EXIT_INTERRUPTED = 0, 1, 2, 3, 4, 130
 #: The reader of stdout went away (`| head`): 128 + SIGPIPE, what a program killed by SIGPIPE reports.
 EXIT_BROKEN_PIPE = 141
