@@ -121,7 +121,7 @@ from wasmexec._redact import Redactor
 t1 = time.perf_counter()
 runtime = wasmexec._sandbox.runtime.Runtime()
 t2 = time.perf_counter()
-runtime.prepare(True)
+runtime.guest(True)
 t3 = time.perf_counter()
 result, _ = wasmexec._sandbox.run.execute(runtime, "result = 1", Limits(), NoTools(), Redactor())
 t4 = time.perf_counter()
@@ -308,7 +308,7 @@ class Guest:
 
 def guest_of(runtime: Runtime, fuel: bool) -> Guest:
     """The guest as wasmexec prepares it for one limit mode."""
-    prepared = runtime.prepare(fuel)
+    prepared = runtime.guest(fuel)
     return Guest(prepared.engine, prepared.component, prepared.linker, fuel, True, prepared.ticker)
 
 
@@ -852,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     runtime = Runtime()
-    warm_up, _ = timed(lambda: (runtime.prepare(True), runtime.prepare(False)))
+    warm_up, _ = timed(lambda: (runtime.guest(True), runtime.guest(False)))
     results: dict[str, Any] = {
         "settings": settings.__dict__,
         "machine": machine_info(runtime),

@@ -86,7 +86,7 @@ def make_engine(pooling: bool, keep_resident_mib: int = 0) -> Engine:
 
 def load_guest(runtime: Runtime, engine: Engine) -> Guest:
     """The guest compiled by wasmexec for its no-fuel engine, loaded into `engine` (the allocator is not baked in)."""
-    runtime.prepare(False)  # compiles it if this image is new
+    runtime.guest(False)  # compiles it if this image is new
     path = runtime.artifacts.directory / runtime.artifacts.compiled_name(runtime.sandbox_image, engine_key(False))
     linker = Linker(engine)
     linker.add_wasip2()

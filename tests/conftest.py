@@ -52,7 +52,7 @@ def science_runtime() -> ScienceRuntime:
 
     cache_dir = os.environ.get("WASMEXEC_CACHE_DIR")
     science = ScienceRuntime(Path(cache_dir) if cache_dir else None, progress=print)
-    science.build(modes=(True, False))  # a no-op once built (`wasmexec build --profile science` builds both)
+    science.build()  # both limit modes; a no-op once built (as `wasmexec build --profile science`)
     return science
 
 

@@ -51,7 +51,7 @@ MPL_DATA = f"{STDLIB_ZIP}/matplotlib/mpl-data"
 @science_only(_ONLY)
 def test_the_science_module_imports_only_the_door_and_wasi_preview_1(runtime: Any) -> None:
     for fuel in (True, False):
-        module = runtime.prepare(fuel).module
+        module = runtime.guest(fuel).module
         assert {(item.module, item.name) for item in module.imports} == EXPECTED_IMPORTS
 
 
@@ -68,7 +68,7 @@ def _digest(folder: Path) -> str:
 
 @science_only(_ONLY)
 def test_the_stdlib_and_matplotlib_data_are_read_only_to_the_guest(runtime: Any) -> None:
-    folder = runtime.prepare(True).stdlib_dir
+    folder = runtime.guest(True).stdlib_dir
     before = _digest(folder)
     attempts = {
         "append to the zip": f"open({STDLIB_ZIP!r}, 'ab').write(b'x')",

@@ -57,7 +57,7 @@ EXPECTED_WASI = {
 
 
 def _imports(runtime: Runtime) -> dict[str, object]:
-    prepared = runtime.prepare(True)
+    prepared = runtime.guest(True)
     return dict(prepared.component.type.imports(prepared.engine))
 
 
@@ -79,13 +79,13 @@ def test_the_component_imports_exactly_the_host_interface_and_wasi(runtime: Runt
 
 @default_only(_COMPONENT_ONLY)
 def test_both_limit_modes_import_the_same_interfaces(runtime: Runtime) -> None:
-    fuel, no_fuel = runtime.prepare(True), runtime.prepare(False)
+    fuel, no_fuel = runtime.guest(True), runtime.guest(False)
     assert set(fuel.component.type.imports(fuel.engine)) == set(no_fuel.component.type.imports(no_fuel.engine))
 
 
 @default_only(_COMPONENT_ONLY)
 def test_the_host_interface_offers_only_catalog_start_call_start_sample_and_wait(runtime: Runtime) -> None:
-    prepared = runtime.prepare(True)
+    prepared = runtime.guest(True)
     host = _imports(runtime)[HOST_INTERFACE]
     members = set(host.ty.exports(prepared.engine))  # type: ignore[attr-defined]
     functions = members - {"error-kind", "host-error", "completion", "call-kind"}  # the WIT types

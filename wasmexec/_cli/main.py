@@ -84,37 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_build(args: argparse.Namespace) -> int:
-    if args.profile == "science":
-        return _build_science(args)
-    from wasmexec._sandbox.runtime import Runtime
-
-    runtime = runtime_from_args(args)
-    if not isinstance(runtime, Runtime):  # runtime_from_args follows --profile
-        raise TypeError("not the default runtime")
+    runtime = runtime_from_args(args)  # follows --profile
     written = runtime.build(args.output)
-    progress(f"wasmexec: sandbox image {runtime.sandbox_image}")
+    progress(f"wasmexec: {runtime.image.label} {runtime.sandbox_image}")
     for path in written:
         progress(f"wasmexec: wrote {path}")
     if args.output is not None:
-        progress(f"wasmexec: ship {args.output} and run with --cache-dir {args.output} (read-only is fine)")
-    cache_usage(runtime.artifacts.directory)
-    return EXIT_OK
-
-
-def _build_science(args: argparse.Namespace) -> int:
-    from wasmexec._science.runtime import ScienceRuntime
-
-    runtime = runtime_from_args(args)
-    if not isinstance(runtime, ScienceRuntime):  # runtime_from_args follows --profile
-        raise TypeError("not the science runtime")
-    runtime.build()
-    progress(f"wasmexec: science image {runtime.sandbox_image}")
-    if args.output is not None:
-        from wasmexec._science.runtime import engine_key
-
-        engines = {engine_key(fuel): runtime.prepare(fuel).engine for fuel in (True, False)}
-        for path in runtime.artifacts.export(args.output, engines):
-            progress(f"wasmexec: wrote {path}")
         progress(f"wasmexec: ship {args.output} and run with --cache-dir {args.output} (read-only is fine)")
     cache_usage(runtime.artifacts.directory)
     return EXIT_OK

@@ -257,7 +257,7 @@ def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | Sci
 
     runtime = runtime_from_args(args, profile)
     try:
-        runtime.prepare(fuel)
+        runtime.guest(fuel)
     except BuildError as exc:
         if profile == "default":
             raise

@@ -1,4 +1,4 @@
-"""The process-wide runtime: wasmtime engines, the compiled component, linkers.
+"""The process-wide runtime of any image (`ImageRuntime`), and the default image (`DefaultImage`, `Runtime`).
 
 Compile once per machine, deserialize once per process, instantiate per run. There
 is one engine per limit mode: fuel metering costs CPU-bound code about a third of
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -19,14 +18,17 @@ import wasmtime
 from wasmtime import Config, Engine
 from wasmtime.component import Linker
 
+from wasmexec._process_default import process_default
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox import stack as _stack
 from wasmexec._sandbox.artifacts import ArtifactStore, Progress
 from wasmexec._sandbox.epoch import EpochTicker
-from wasmexec._sandbox.guest import ComponentGuest
+from wasmexec._sandbox.guest import ComponentGuest, Guest
+from wasmexec._sandbox.image import EngineSettings, Image
 from wasmexec._sandbox.wasmtime_internals import ffi
 
-_ENGINE_FORMAT = "v2"  # bump when the engine configuration below changes
+#: The default image's engines (bump the format when the configuration changes).
+DEFAULT_ENGINE = EngineSettings("v2")
 
 
 @cache
@@ -37,15 +39,17 @@ def wasmtime_version() -> str:
     return found[-1].name.removeprefix("wasmtime-").removesuffix(".dist-info") if found else "unknown"
 
 
-def engine_key(fuel: bool) -> str:
+def engine_key(fuel: bool, settings: EngineSettings = DEFAULT_ENGINE) -> str:
     """Names an engine configuration in compiled-artifact file names."""
-    return f"wasmtime{wasmtime_version()}-{_ENGINE_FORMAT}-{'fuel' if fuel else 'nofuel'}"
+    return f"wasmtime{wasmtime_version()}-{settings.format}-{'fuel' if fuel else 'nofuel'}"
 
 
-def make_engine(fuel: bool) -> Engine:
+def make_engine(fuel: bool, settings: EngineSettings = DEFAULT_ENGINE) -> Engine:
     config = Config()
     config.epoch_interruption = True
     config.consume_fuel = fuel
+    if settings.wasm_exceptions:
+        config.wasm_exceptions = True
     config.cranelift_opt_level = "speed"
     set_wasm_stack(config)
     return Engine(config)
@@ -63,15 +67,27 @@ def _import_named(component: Any, engine: Engine, prefix: str) -> str | None:
     return next((name for name in component.type.imports(engine) if name.startswith(prefix)), None)
 
 
-@dataclass
-class Prepared:
-    """Everything needed to instantiate the guest for one limit mode."""
+class DefaultImage:
+    """The default image (`Image`): a componentize-py component of CPython 3.14, built on first use."""
 
-    engine: Engine
-    component: Any
-    linker: Linker
-    ticker: EpochTicker
-    fuel: bool
+    profile = "default"
+    label = "sandbox image"
+    engine = DEFAULT_ENGINE
+
+    def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
+        self.artifacts = ArtifactStore(cache_dir, progress)
+
+    def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ComponentGuest:
+        component = self.artifacts.load_compiled(engine, engine_key)
+        linker = Linker(engine)
+        linker.add_wasip2()
+        _hostcalls.register(linker, _import_named(component, engine, "wasi:clocks/monotonic-clock@"))
+        return ComponentGuest(engine, ticker, fuel, self.artifacts.image, component, linker)
+
+    def build(self, guest: Callable[[bool], Guest]) -> None:
+        self.artifacts.sandbox_image()  # builds the component
+        for fuel in (True, False):
+            guest(fuel)
 
 
 T = TypeVar("T")
@@ -95,8 +111,46 @@ class PerMode(Generic[T]):
             return self._made[fuel]
 
 
-class Runtime:
-    """Owns the compiled guest. Share one per process; it is thread-safe."""
+G = TypeVar("G", bound=Guest)
+
+
+class ImageRuntime(Generic[G]):
+    """Owns one image's compiled guest, one per limit mode, made on first use. Share one per process; thread-safe."""
+
+    def __init__(self, image: Image[G]) -> None:
+        self.image = image
+        self.artifacts = image.artifacts
+        self._guests = PerMode(self._load)
+
+    @property
+    def profile(self) -> str:
+        """The profile name of its image."""
+        return self.image.profile
+
+    @property
+    def sandbox_image(self) -> str:
+        """The image's ``sha256:`` digest of its build inputs (the default image's: `wasmexec._sandbox.assets`)."""
+        return self.image.artifacts.image
+
+    def guest(self, fuel: bool) -> G:
+        """How a run drives the image in one limit mode (`wasmexec._sandbox.guest`); built or loaded on first use."""
+        return self._guests.get(fuel)
+
+    def _load(self, fuel: bool) -> G:
+        engine = make_engine(fuel, self.image.engine)
+        return self.image.load(engine, engine_key(fuel, self.image.engine), EpochTicker(engine), fuel)
+
+    def build(self, output: Path | None = None) -> list[Path]:
+        """Builds and compiles every limit mode now; with `output`, writes a shippable artifact dir."""
+        self.image.build(self.guest)
+        if output is None:
+            return []
+        engines = {engine_key(fuel, self.image.engine): self.guest(fuel).engine for fuel in (True, False)}
+        return self.artifacts.export(Path(output), engines)
+
+
+class Runtime(ImageRuntime[ComponentGuest]):
+    """Owns the default image's compiled guest. Share one per process; it is thread-safe."""
 
     def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
         """Args:
@@ -105,55 +159,8 @@ class Runtime:
             which falls back to a private temp dir with a warning.
         progress: receives one-line messages about builds and compiles.
         """
-        self.artifacts = ArtifactStore(Path(cache_dir) if cache_dir is not None else None, progress)
-        self._prepared = PerMode(self._prepare)
-        self._guests = PerMode(self._guest)
-
-    @property
-    def sandbox_image(self) -> str:
-        """The guest image's ``sha256:`` digest of its build inputs (see `wasmexec._sandbox.assets`)."""
-        return self.artifacts.image
-
-    def prepare(self, fuel: bool) -> Prepared:
-        """The engine, component and linker of one limit mode; built or loaded on first use."""
-        return self._prepared.get(fuel)
-
-    def guest(self, fuel: bool) -> ComponentGuest:
-        """How a run drives the image in one limit mode (`wasmexec._sandbox.guest`); built or loaded on first use."""
-        return self._guests.get(fuel)
-
-    def _guest(self, fuel: bool) -> ComponentGuest:
-        prepared = self.prepare(fuel)
-        return ComponentGuest(prepared.engine, prepared.ticker, fuel, self.sandbox_image, prepared.component,
-                              prepared.linker)  # fmt: skip
-
-    def _prepare(self, fuel: bool) -> Prepared:
-        engine = make_engine(fuel)
-        component = self.artifacts.load_compiled(engine, engine_key(fuel))
-        linker = Linker(engine)
-        linker.add_wasip2()
-        _hostcalls.register(linker, _import_named(component, engine, "wasi:clocks/monotonic-clock@"))
-        return Prepared(engine, component, linker, EpochTicker(engine), fuel)
-
-    def build(self, output: Path | None = None) -> list[Path]:
-        """Builds and compiles every limit mode now; with `output`, writes a shippable artifact dir."""
-        self.artifacts.sandbox_image()  # builds the component
-        for fuel in (True, False):
-            self.prepare(fuel)
-        if output is None:
-            return []
-        engines = {engine_key(fuel): self.prepare(fuel).engine for fuel in (True, False)}
-        return self.artifacts.export(Path(output), engines)
+        super().__init__(DefaultImage(Path(cache_dir) if cache_dir is not None else None, progress))
 
 
-_default: Runtime | None = None
-_default_lock = threading.Lock()
-
-
-def default_runtime() -> Runtime:
-    """The process's shared runtime on the default cache directory."""
-    global _default
-    with _default_lock:
-        if _default is None:
-            _default = Runtime()
-        return _default
+#: The process's shared runtime on the default cache directory.
+default_runtime = process_default(Runtime)

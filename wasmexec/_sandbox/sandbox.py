@@ -180,7 +180,7 @@ class Sandbox:
 
     def prepare(self) -> None:
         """Builds, compiles or loads the guest now instead of on the first run, and starts making spares."""
-        self.runtime.prepare(self.limits.fuel is not None)
+        self.runtime.guest(self.limits.fuel is not None)
         if self.spares.count:
             files = self.workspaces
             self.spares.fill(SpareKey(self.limits.fuel is not None, self.limits.memory_bytes, files,

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from wasmexec._process_default import process_default
+
 #: Run directories kept ready: about the runs that start at once on a busy server.
 DEFAULT_SPARES = 4
 
@@ -169,14 +171,5 @@ def _remove(run_dir: RunDir) -> None:
         shutil.rmtree(run_dir.root, ignore_errors=True)  # fd-based: never follows a guest's symlink
 
 
-_DEFAULT: RunDirPool | None = None
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_pool() -> RunDirPool:
-    """The process's pool of run directories."""
-    global _DEFAULT
-    with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = RunDirPool()
-        return _DEFAULT
+#: The process's pool of run directories.
+default_pool = process_default(RunDirPool)

@@ -1,0 +1,60 @@
+"""What a guest image supplies to the generic runtime: the one interface every image implements.
+
+An image (the default componentize-py component, the science snapshot, …) says how its
+engines are configured, how its compiled form is loaded and linked into a `Guest` for one
+limit mode, how it is built ahead of time, and where its cache lives. `ImageRuntime` in
+`wasmexec._sandbox.runtime` holds one guest per limit mode for any image, so nothing else
+repeats per image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from wasmtime import Engine
+
+from wasmexec._sandbox.epoch import EpochTicker
+from wasmexec._sandbox.guest import Guest
+
+if TYPE_CHECKING:
+    from wasmexec._sandbox.artifacts import ArtifactStore
+
+G_co = TypeVar("G_co", bound=Guest, covariant=True)
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How an image's wasmtime engines are configured beyond what every image gets (epochs, fuel per mode,
+    the wasm stack, speed): made by `wasmexec._sandbox.runtime.make_engine`."""
+
+    format: str
+    """Names the configuration in compiled-artifact file names: bump it when the configuration changes."""
+    wasm_exceptions: bool = False
+    """The wasm exception-handling proposal (CPython 3.15 for WASI uses it)."""
+
+
+class Image(Protocol[G_co]):
+    """One guest image as the runtime sees it."""
+
+    profile: str
+    """The profile name users pick it by (``--profile``, ``Sandbox(profile=...)``)."""
+    label: str
+    """How build messages name it, e.g. "sandbox image"."""
+    engine: EngineSettings
+    """Its engine configuration."""
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        """Its compiled-image cache (the directory, the trust checks, the files; ``image``: its digest)."""
+        ...
+
+    def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> G_co:
+        """The guest of one limit mode: its compiled form loaded for `engine` and linked (built on first use
+        where the image builds itself; a `BuildError` where it must be built beforehand)."""
+        ...
+
+    def build(self, guest: Callable[[bool], Guest]) -> None:
+        """Builds and compiles every limit mode now (`wasmexec build`), through `guest` (the runtime's cache)."""
+        ...
