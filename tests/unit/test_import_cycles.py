@@ -28,12 +28,7 @@ import pytest
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "wasmexec"
 
 #: Cycles between top-level packages that exist today, each with why and what removes it.
-KNOWN_PACKAGE_CYCLES = {
-    # The science image: _science builds on _sandbox (artifacts, epoch, report, runtime), while
-    # _sandbox (sandbox.py, cachedir.py) and _profiles pick it by name through function-level
-    # imports. Issue 18 §1 ("an image is a plug-in", a registry of profiles) removes it.
-    frozenset({"wasmexec._profiles", "wasmexec._sandbox", "wasmexec._science"}),
-}
+KNOWN_PACKAGE_CYCLES: set[frozenset[str]] = set()
 
 
 def modules(package_dir: Path) -> dict[str, tuple[Path, bool]]:

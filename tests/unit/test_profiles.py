@@ -7,7 +7,9 @@ import pytest
 from mcp import MCPError
 
 from wasmexec import Limits, Sandbox
-from wasmexec._profiles import DEFAULT, PROFILES, SCIENCE_FEATURED, Package, Profile, check_profile
+from wasmexec._profiles import DEFAULT, Package, Profile
+from wasmexec._sandbox.registry import PROFILES, check_profile
+from wasmexec._science.packages import SCIENCE_FEATURED, SCIENCE_INTRO
 from wasmexec._server.admission import Admission
 from wasmexec._server.description import DESCRIPTION, description, input_schema
 from wasmexec._server.health import health
@@ -24,6 +26,7 @@ SCIENCE = Profile(
         ("scipy", "1.18.1"), ("statsmodels", "0.15.0"), ("six", "1.17.0"), ("tzdata", "2026.5"),
     ]),
     SCIENCE_FEATURED,
+    SCIENCE_INTRO,
 )  # fmt: skip
 
 

@@ -71,12 +71,13 @@ def command_cache(args: argparse.Namespace) -> int:
 def usage_lines(entries: Iterable[Entry]) -> list[str]:
     """One line per kind: this install's images, stale files (and how to remove them), other files."""
     from wasmexec._sandbox.cachedir import human
+    from wasmexec._sandbox.registry import PROFILES
 
-    kinds: dict[str, list[Entry]] = {"default": [], "science": [], "stale": [], "other": []}
+    labels = {**{profile: f"{profile} image (this install)" for profile in PROFILES},
+              "stale": "stale (wasmexec cache clean removes them)", "other": "other files (kept)"}  # fmt: skip
+    kinds: dict[str, list[Entry]] = {kind: [] for kind in labels}
     for entry in entries:
         kinds[entry.kind].append(entry)
-    labels = {"default": "default image (this install)", "science": "science image (this install)",
-              "stale": "stale (wasmexec cache clean removes them)", "other": "other files (kept)"}  # fmt: skip
     lines = []
     for kind, label in labels.items():
         found = kinds[kind]

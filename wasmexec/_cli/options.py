@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from wasmexec._limits import (
     DEFAULT_FUEL,
@@ -32,14 +32,13 @@ from wasmexec._limits import (
     MAX_WORKSPACE_FILES,
     MAX_WORKSPACE_MB,
 )
-from wasmexec._profiles import PROFILES
+from wasmexec._sandbox.registry import DEFAULT_PROFILE, PROFILES
 from wasmexec._tools.pii import PII_MODES
 
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
     from wasmexec._limits import Limits
-    from wasmexec._sandbox.runtime import Runtime
-    from wasmexec._science.runtime import ScienceRuntime
+    from wasmexec._sandbox.runtime import ImageRuntime
     from wasmexec._tools.broker import Broker
     from wasmexec._tools.config import Config
     from wasmexec._tools.config_import import Place
@@ -374,23 +373,19 @@ def add_profile_option(parser: argparse._ActionsContainer) -> None:
         "--profile",
         choices=PROFILES,
         metavar="NAME",
-        default="default",
+        default=DEFAULT_PROFILE,
         help='the guest image: default, or science (numpy, pandas, matplotlib; pip install "wasmexec[science]", '
         "then wasmexec build --profile science)",
     )
 
 
-def runtime_from_args(args: argparse.Namespace, profile: str | None = None) -> Runtime | ScienceRuntime:
+def runtime_from_args(args: argparse.Namespace, profile: str | None = None) -> ImageRuntime[Any]:
     """The runtime of `profile` (default: --profile) whose compiled artifacts live in --cache-dir (or
     WASMEXEC_CACHE_DIR, or the user cache dir)."""
+    from wasmexec._sandbox import registry
+
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
-    if (profile or getattr(args, "profile", "default")) == "science":
-        from wasmexec._science.runtime import ScienceRuntime
-
-        return ScienceRuntime(cache_dir, progress=progress)
-    from wasmexec._sandbox.runtime import Runtime
-
-    return Runtime(cache_dir, progress=progress)
+    return registry.runtime(profile or getattr(args, "profile", None) or DEFAULT_PROFILE, cache_dir, progress)
 
 
 def progress(message: str) -> None:

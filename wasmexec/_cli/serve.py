@@ -55,7 +55,7 @@ from wasmexec._cli.options import (
     server_log_path,
     skills_from_args,
 )
-from wasmexec._profiles import check_profile
+from wasmexec._sandbox.registry import DEFAULT_PROFILE, check_profile
 from wasmexec._sandbox.spares import DEFAULT_SPARES, MAX_SPARES, SpareStats
 from wasmexec._state.sessions import DEFAULT_MAX_SESSION_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL_S
 
@@ -63,9 +63,8 @@ if TYPE_CHECKING:
     import socket
 
     from wasmexec._limits import Limits
-    from wasmexec._sandbox.runtime import Runtime
+    from wasmexec._sandbox.runtime import ImageRuntime
     from wasmexec._sandbox.sandbox import Sandbox
-    from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._server.auth import Authenticator
     from wasmexec._server.http_app import ASGIApp
     from wasmexec._server.server import RunPythonServer, ServeOptions
@@ -247,11 +246,11 @@ def _profile_list(text: str) -> list[str]:
 
 def _offered_profiles(args: argparse.Namespace) -> list[str]:
     """The --profile values in order, each once (default: the default profile)."""
-    names = [name for names in args.profiles or [["default"]] for name in names]
+    names = [name for names in args.profiles or [[DEFAULT_PROFILE]] for name in names]
     return list(dict.fromkeys(names))
 
 
-def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | ScienceRuntime:
+def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> ImageRuntime[Any]:
     """The runtime of `profile`, loaded now (the first call should not wait); the science one is never built here."""
     from wasmexec._exceptions import BuildError
 
@@ -259,15 +258,10 @@ def _loaded(args: argparse.Namespace, profile: str, fuel: bool) -> Runtime | Sci
     try:
         runtime.guest(fuel)
     except BuildError as exc:
-        if profile == "default":
+        problem = runtime.image.unavailable(exc)
+        if problem is exc:
             raise
-        from wasmexec._science import upstream
-        from wasmexec._science.artifacts import BUILD_COMMAND
-
-        if not upstream.installed():  # building would fail too: say what to install first
-            raise BuildError(f"cannot serve the {profile} profile: it is not installed; {upstream.INSTALL_HINT}, "
-                             f"then run `{BUILD_COMMAND}`") from exc  # fmt: skip
-        raise BuildError(f"cannot serve the {profile} profile: {exc}") from exc
+        raise problem from exc
     return runtime
 
 
@@ -294,7 +288,9 @@ def command_serve(args: argparse.Namespace) -> int:
         return EXIT_LISTEN
     offered = _offered_profiles(args)
     # Those never built here first: a missing science image fails the start at once, not after a default build.
-    loaded = {name: _loaded(args, name, limits.fuel is not None) for name in sorted(offered, key="default".__eq__)}
+    loaded = {
+        name: _loaded(args, name, limits.fuel is not None) for name in sorted(offered, key=DEFAULT_PROFILE.__eq__)
+    }
     runtimes = [loaded[name] for name in offered]
     skills = skills_from_args(args)
     with ExitStack() as stack:

@@ -1,11 +1,11 @@
 """What a cache directory holds, and removing what this install no longer uses (`wasmexec cache`).
 
-Every image and engine leaves files named after them (`wasmexec._sandbox.artifacts`,
-`wasmexec._science.artifacts`): a new bridge, recipe or wasmtime version writes new ones
+Every image and engine leaves files named after them (each image's ``cache_files()``, found
+through `wasmexec._sandbox.registry`): a new bridge, recipe or wasmtime version writes new ones
 next to the old, and a science image with its compiled forms is over 1 GiB. Each file
 is sorted into:
 
-- ``default`` / ``science``: this install's current images compiled for this wasmtime (kept);
+- a profile's name: this install's current image of that profile, compiled for this wasmtime (kept);
 - ``stale``: other images, other wasmtime versions or engine formats, and temporary files
   of writes that never finished (another install sharing the directory would rebuild them);
 - ``other``: anything not named like our artifacts (the tool schema cache, locks): kept.
@@ -23,26 +23,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wasmexec._sandbox.artifacts import _locked
-
-_HEX32 = "[0-9a-f]{32}"
-_DEFAULT_BUILD = re.compile(rf"guest-(?P<image>{_HEX32})\.(?:json|wasm)")
-_DEFAULT_COMPILED = re.compile(rf"(?P<image>{_HEX32})-(?P<key>[^/]+?)\.cwasm(?:\.json)?")
-_SCIENCE_BUILD = re.compile(rf"science-(?P<image>{_HEX32})\.(?:json|wasm)")
-_SCIENCE_COMPILED = re.compile(rf"science-(?P<image>{_HEX32})-(?P<key>[^/]+?)\.cwasm(?:\.json)?")
-_SCIENCE_STDLIB = re.compile(rf"science-stdlib-(?P<image>{_HEX32})")
-#: Temporary names of our writes (`_atomic_write`, builds, the stdlib folder): a leftover is an unfinished write.
-_UNFINISHED = re.compile(rf"\.(?:guest-|science-|build-|{_HEX32}-)")
+from wasmexec._sandbox.image import HEX32, CacheFiles
 
 
 @dataclass(frozen=True)
 class Current:
-    """What this install uses: each image's short digest and the engine keys it compiles for."""
+    """This install's images and engine keys, per profile (`wasmexec._sandbox.registry`)."""
 
-    default_image: str
-    default_keys: frozenset[str]
-    science_image: str
-    science_keys: frozenset[str]
-    science_stdlib: str
+    profiles: dict[str, CacheFiles]
+
+    def image(self, profile: str, what: str = "build") -> str:
+        """The identity of `profile`'s file of kind `what`."""
+        return next(file.image for file in self.profiles[profile].files if file.what == what)
+
+    def keys(self, profile: str) -> frozenset[str]:
+        """The engine keys `profile`'s compiled forms are kept for."""
+        return frozenset().union(*(file.keys for file in self.profiles[profile].files if file.keys is not None))
 
 
 @dataclass(frozen=True)
@@ -53,27 +49,16 @@ class Entry:
     size: int
     """Bytes (a folder: of all its files)."""
     kind: str
-    """"default", "science", "stale" or "other"."""
+    """A profile's name (this install's image), "stale" or "other"."""
     why: str = ""
     """For a stale one: why this install has no use for it."""
 
 
 def current() -> Current:
     """This install's images and engine keys (reads the bridge's sources to name the images; builds nothing)."""
-    from wasmexec._sandbox.assets import guest_sources
-    from wasmexec._sandbox.runtime import engine_key
-    from wasmexec._science import upstream
-    from wasmexec._science.artifacts import science_identity
-    from wasmexec._science.runtime import engine_key as science_engine_key
+    from wasmexec._sandbox import registry
 
-    sources = guest_sources()
-    return Current(
-        default_image=sources.identity()[:32],
-        default_keys=frozenset(engine_key(fuel) for fuel in (True, False)),
-        science_image=science_identity(sources)[:32],
-        science_keys=frozenset(science_engine_key(fuel) for fuel in (True, False)),
-        science_stdlib=upstream.STDLIB_ZIP_SHA256[:32],
-    )
+    return Current({profile: registry.cache_files(profile) for profile in registry.PROFILES})
 
 
 def inventory(directory: Path, now: Current) -> list[Entry]:
@@ -91,22 +76,19 @@ def _entry(path: Path, now: Current) -> Entry:
 
 
 def _classify(name: str, now: Current) -> tuple[str, str]:
-    if _UNFINISHED.match(name):
+    prefixes = "|".join(re.escape(prefix) for files in now.profiles.values() for prefix in files.prefixes)
+    if re.match(rf"\.(?:{prefixes}|build-|{HEX32}-)", name):
         return "stale", "an unfinished write (or one in progress, which cleaning waits for)"
-    for pattern, profile, image in ((_SCIENCE_BUILD, "science", now.science_image),
-                                    (_DEFAULT_BUILD, "default", now.default_image),
-                                    (_SCIENCE_STDLIB, "science", now.science_stdlib)):  # fmt: skip
-        found = pattern.fullmatch(name)
-        if found:
-            return (profile, "") if found["image"] == image else ("stale", f"another {profile} image")
-    compiled = ((_SCIENCE_COMPILED, "science", now.science_image, now.science_keys),
-                (_DEFAULT_COMPILED, "default", now.default_image, now.default_keys))  # fmt: skip
-    for pattern, profile, image, keys in compiled:
-        found = pattern.fullmatch(name)
-        if found:
-            if found["image"] != image:
+    for profile, files in now.profiles.items():
+        for file in files.files:
+            found = file.pattern.fullmatch(name)
+            if not found:
+                continue
+            if found["image"] != file.image:
                 return "stale", f"another {profile} image"
-            return (profile, "") if found["key"] in keys else ("stale", f"compiled for {found['key']}")
+            if file.keys is not None and found["key"] not in file.keys:
+                return "stale", f"compiled for {found['key']}"
+            return profile, ""
     return "other", ""
 
 

@@ -9,6 +9,7 @@ repeats per image.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -19,9 +20,38 @@ from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import Guest
 
 if TYPE_CHECKING:
+    from wasmexec._exceptions import BuildError
+    from wasmexec._profiles import Profile
     from wasmexec._sandbox.artifacts import ArtifactStore
 
 G_co = TypeVar("G_co", bound=Guest, covariant=True)
+
+
+#: An image's identity in file names: the first 32 hex digits of its ``sha256:``.
+HEX32 = "[0-9a-f]{32}"
+
+
+@dataclass(frozen=True)
+class CacheFile:
+    """One kind of file an image leaves in a cache directory, and which of them this install uses."""
+
+    pattern: re.Pattern[str]
+    """The whole name, with the identity as ``(?P<image>...)`` and, for compiled forms, ``(?P<key>...)``."""
+    image: str
+    """This install's identity (32 hex digits): another one is stale."""
+    keys: frozenset[str] | None = None
+    """The engine keys this install compiles for (compiled forms only): another one is stale."""
+    what: str = "build"
+    """What it is ("build", "compiled", …): `Current.image` names it."""
+
+
+@dataclass(frozen=True)
+class CacheFiles:
+    """What one image leaves in a cache directory (its module's ``cache_files()``)."""
+
+    files: tuple[CacheFile, ...]
+    prefixes: tuple[str, ...]
+    """How its temporary names start after the dot (`_atomic_write`, builds): a leftover is an unfinished write."""
 
 
 @dataclass(frozen=True)
@@ -57,4 +87,13 @@ class Image(Protocol[G_co]):
 
     def build(self, guest: Callable[[bool], Guest]) -> None:
         """Builds and compiles every limit mode now (`wasmexec build`), through `guest` (the runtime's cache)."""
+        ...
+
+    def describe(self) -> Profile:
+        """What it offers a run (Python, packages) and its description text (a `BuildError` if that needs a build)."""
+        ...
+
+    def unavailable(self, problem: BuildError) -> BuildError:
+        """What `wasmexec serve` says when the image cannot be loaded at startup (`problem` itself, or one that
+        says how to install or build it)."""
         ...

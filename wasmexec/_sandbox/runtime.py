@@ -8,6 +8,7 @@ Epoch interruption is on in both: the wall-clock limit always applies.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 from functools import cache
@@ -18,13 +19,15 @@ import wasmtime
 from wasmtime import Config, Engine
 from wasmtime.component import Linker
 
+from wasmexec._exceptions import BuildError
 from wasmexec._process_default import process_default
+from wasmexec._profiles import DEFAULT, Profile
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox import stack as _stack
 from wasmexec._sandbox.artifacts import ArtifactStore, Progress
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest, Guest
-from wasmexec._sandbox.image import EngineSettings, Image
+from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings, Image
 from wasmexec._sandbox.wasmtime_internals import ffi
 
 #: The default image's engines (bump the format when the configuration changes).
@@ -89,6 +92,12 @@ class DefaultImage:
         for fuel in (True, False):
             guest(fuel)
 
+    def describe(self) -> Profile:
+        return DEFAULT
+
+    def unavailable(self, problem: BuildError) -> BuildError:
+        return problem  # it builds itself on first use: a failure is the build's own
+
 
 T = TypeVar("T")
 
@@ -111,6 +120,18 @@ class PerMode(Generic[T]):
             return self._made[fuel]
 
 
+def cache_files() -> CacheFiles:
+    """The default image's files in a cache directory (`wasmexec._sandbox.artifacts` names them)."""
+    from wasmexec._sandbox.assets import guest_sources
+
+    image = guest_sources().identity()[:32]
+    keys = frozenset(engine_key(fuel) for fuel in (True, False))
+    return CacheFiles((
+        CacheFile(re.compile(rf"guest-(?P<image>{HEX32})\.(?:json|wasm)"), image),
+        CacheFile(re.compile(rf"(?P<image>{HEX32})-(?P<key>[^/]+?)\.cwasm(?:\.json)?"), image, keys, "compiled"),
+    ), prefixes=("guest-",))  # fmt: skip
+
+
 G = TypeVar("G", bound=Guest)
 
 
@@ -131,6 +152,10 @@ class ImageRuntime(Generic[G]):
     def sandbox_image(self) -> str:
         """The image's ``sha256:`` digest of its build inputs (the default image's: `wasmexec._sandbox.assets`)."""
         return self.image.artifacts.image
+
+    def describe(self) -> Profile:
+        """What its image offers a run (`wasmexec._profiles`)."""
+        return self.image.describe()
 
     def guest(self, fuel: bool) -> G:
         """How a run drives the image in one limit mode (`wasmexec._sandbox.guest`); built or loaded on first use."""

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from wasmexec._audit import AuditLog, write_run_line
 from wasmexec._envelope import RunResult
 from wasmexec._limits import Limits
-from wasmexec._profiles import PROFILES
 from wasmexec._redact import Redactor
 from wasmexec._runctx.llm_ask import Sampler, Sampling
 from wasmexec._runctx.runstate import RunState
 from wasmexec._runctx.toolhost import NoTools, ToolHost
+from wasmexec._sandbox import registry
 from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
-from wasmexec._sandbox.runtime import Runtime, default_runtime
+from wasmexec._sandbox.runtime import ImageRuntime
 from wasmexec._sandbox.spares import DEFAULT_SPARES, SpareKey, Spares
 from wasmexec._workspace.pool import default_pool
 from wasmexec._workspace.store import ArtifactStore
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     import anyio
 
     from wasmexec._runctx.journal import Journal
-    from wasmexec._science.runtime import ScienceRuntime
     from wasmexec._tools.pii import PiiVault
 
 
@@ -89,7 +88,7 @@ class Sandbox:
         self,
         limits: Limits | None = None,
         *,
-        runtime: Runtime | ScienceRuntime | None = None,
+        runtime: ImageRuntime[Any] | None = None,
         cache_dir: Path | str | None = None,
         redactor: Redactor | None = None,
         tools: ToolHost[RunState] | None = None,
@@ -115,8 +114,9 @@ class Sandbox:
             artifact_store: keeps the artifacts of finished runs for `read_artifact`; by default a
                 private one with the default retention (256 artifacts, 256 MiB, one hour, LRU).
             workspaces: False gives runs no /workspace or /tmp at all (no files in or out; cheapest).
-            profile: the guest image: "default", or "science" (numpy, pandas, matplotlib; built
-                beforehand with ``wasmexec build --profile science``). None: the runtime's, else "default".
+            profile: the guest image, by its name in `wasmexec._sandbox.registry`: default, or science
+                (numpy, pandas, matplotlib; built beforehand with ``wasmexec build --profile science``).
+                None: the runtime's, else the default one.
             spares: instances made and warmed up ahead of time, per kind of run, on a background
                 thread after each run (`wasmexec._sandbox.spares`): a run that finds one ready skips
                 instantiation (a trivial default-image run: about a third of the time). Each is used by
@@ -128,21 +128,17 @@ class Sandbox:
         """
         self.limits = limits or Limits()
         if profile is None:
-            profile = getattr(runtime, "profile", "default")
-        if profile == "science":  # imported only when asked for: the default path stays as it was
-            from wasmexec._science.runtime import ScienceRuntime, default_science_runtime
-
-            if runtime is None:
-                runtime = ScienceRuntime(cache_dir) if cache_dir is not None else default_science_runtime()
-        elif profile != "default":
-            raise ValueError(f"unknown profile {profile!r}; the profiles are {', '.join(PROFILES)}")
-        if runtime is None:
-            runtime = Runtime(cache_dir) if cache_dir is not None else default_runtime()
-        if getattr(runtime, "profile", "default") != profile:
-            raise ValueError(f"the runtime given is of profile {getattr(runtime, 'profile', 'default')!r}, "
-                             f"not {profile!r}")  # fmt: skip
+            profile = getattr(runtime, "profile", registry.DEFAULT_PROFILE)
+        registry.check_profile(profile)
+        if runtime is None:  # the registry imports an image's module only when its profile is asked for
+            runtime = (
+                registry.runtime(profile, cache_dir) if cache_dir is not None else registry.default_runtime(profile)
+            )
+        runtime_profile = getattr(runtime, "profile", registry.DEFAULT_PROFILE)
+        if runtime_profile != profile:
+            raise ValueError(f"the runtime given is of profile {runtime_profile!r}, not {profile!r}")
         self.profile = profile
-        self.runtime: Runtime | ScienceRuntime = runtime
+        self.runtime: ImageRuntime[Any] = runtime
         self.redactor = redactor if redactor is not None else Redactor()
         self.tools: ToolHost[RunState] = tools if tools is not None else NoTools()
         self._max_concurrent_runs = max_concurrent_runs

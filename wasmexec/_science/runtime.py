@@ -8,21 +8,25 @@ wasm exceptions (CPython 3.15 for WASI uses them).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 from wasmtime import Engine, Linker
 
+from wasmexec._exceptions import BuildError
 from wasmexec._process_default import process_default
+from wasmexec._profiles import Profile
 from wasmexec._sandbox import runtime as _runtime
 from wasmexec._sandbox.artifacts import Progress
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import Guest
-from wasmexec._sandbox.image import EngineSettings
+from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings
 from wasmexec._sandbox.runtime import ImageRuntime
-from wasmexec._science import door
-from wasmexec._science.artifacts import ScienceArtifacts
+from wasmexec._science import door, upstream
+from wasmexec._science.artifacts import BUILD_COMMAND, ScienceArtifacts, science_identity
 from wasmexec._science.guest import ScienceGuest
+from wasmexec._science.packages import science_profile
 
 #: The science image's engines: wasm exceptions (bump the format when the configuration changes).
 SCIENCE_ENGINE = EngineSettings("s2", wasm_exceptions=True)
@@ -33,6 +37,20 @@ MEMORY_FLOOR_BYTES = 1027 * 65536
 
 def engine_key(fuel: bool) -> str:
     return _runtime.engine_key(fuel, SCIENCE_ENGINE)
+
+
+def cache_files() -> CacheFiles:
+    """The science image's files in a cache directory (`wasmexec._science.artifacts` names them)."""
+    from wasmexec._sandbox.assets import guest_sources
+
+    image = science_identity(guest_sources())[:32]
+    keys = frozenset(engine_key(fuel) for fuel in (True, False))
+    return CacheFiles((
+        CacheFile(re.compile(rf"science-(?P<image>{HEX32})\.(?:json|wasm)"), image),
+        CacheFile(re.compile(rf"science-stdlib-(?P<image>{HEX32})"), upstream.STDLIB_ZIP_SHA256[:32], what="stdlib"),
+        CacheFile(re.compile(rf"science-(?P<image>{HEX32})-(?P<key>[^/]+?)\.cwasm(?:\.json)?"), image, keys,
+                  "compiled"),
+    ), prefixes=("science-",))  # fmt: skip
 
 
 class ScienceImage:
@@ -65,6 +83,17 @@ class ScienceImage:
                 guest(fuel)
         finally:
             self.artifacts.building = False
+
+    def describe(self) -> Profile:
+        """Its packages, read from the built stdlib zip (a `BuildError` when not built)."""
+        return science_profile(self.artifacts.stdlib_dir() / "lib" / upstream.STDLIB_GUEST_NAME)
+
+    def unavailable(self, problem: BuildError) -> BuildError:
+        """It is never built by `serve`: say what to install, or how to build it."""
+        if not upstream.installed():  # building would fail too: say what to install first
+            return BuildError(f"cannot serve the {self.profile} profile: it is not installed; "
+                              f"{upstream.INSTALL_HINT}, then run `{BUILD_COMMAND}`")  # fmt: skip
+        return BuildError(f"cannot serve the {self.profile} profile: {problem}")
 
 
 class ScienceRuntime(ImageRuntime[ScienceGuest]):

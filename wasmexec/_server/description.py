@@ -42,7 +42,7 @@ def description(ceilings: Limits, profiles: Sequence[Profile] = (DEFAULT,), no_f
     profile says what it has (the `profile` argument picks one). `no_files` names those without /workspace.
     """
     first = profiles[0]
-    intro = _INTRO[first.name].format(python=first.python, packages=first.package_line())
+    intro = first.intro.format(python=first.python, packages=first.package_line())
     if len(profiles) > 1:
         others = " or ".join(_offered(other, other.name in no_files) for other in profiles[1:])
         intro += f'\n`profile`: "{first.name}" (above) or {others}.'
@@ -76,15 +76,6 @@ def _size(count: int) -> str:
     return f"{count} bytes"
 
 
-#: The first paragraph: what the code can use, by the first (default) profile offered.
-_INTRO = {
-    "default": "Run Python 3.14 in a fresh WebAssembly sandbox and call MCP tools from it. Only the standard "
-    "library (json, re, datetime, zoneinfo, collections, math, statistics, csv, asyncio, …); no network, "
-    "processes, threads, sqlite3 or third-party packages.",
-    "science": "Run Python {python} in a fresh WebAssembly sandbox and call MCP tools from it, with "
-    "{packages} (discovery.packages() lists them) and the standard library; matplotlib draws with Agg "
-    "(savefig to io.BytesIO); numpy's default int is int32; no network, processes or threads.",
-}
 _FILES = """\
 Files: the code runs in /workspace; `files` puts inputs there; files it writes come back as artifacts \
 (result.artifacts, MCP resources). `session: true` keeps /workspace for later calls that pass the \
