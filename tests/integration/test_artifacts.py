@@ -17,8 +17,8 @@ import pytest
 from tests.helpers import data_of
 from tests.security.test_artifact_trust import ENGINE, GENUINE_SHA256, KEY, _exports, _genuine_build
 from wasmexec import Limits, Runtime, Sandbox
-from wasmexec._sandbox.artifacts import KEEP_IMAGES, ArtifactStore, _prune
 from wasmexec._sandbox.assets import guest_sources
+from wasmexec._sandbox.component_builder import KEEP_IMAGES, _prune, component_store
 
 
 def _wasmexec(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -85,9 +85,9 @@ def test_an_unwritable_default_cache_dir_falls_back_to_a_private_temp_dir_with_a
     blocker.write_text("not a directory")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # the default dir cannot be created, even by root
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    store = ArtifactStore()
+    store = component_store()
     with pytest.warns(RuntimeWarning, match="cannot be created"):
-        fallback = store._writable_directory()
+        fallback = store.writable_directory()
     assert fallback == store.directory == tmp_path / f"wasmexec-cache-{os.geteuid()}"
     assert stat.S_IMODE(fallback.stat().st_mode) == 0o700
 
@@ -115,10 +115,10 @@ def test_the_sandbox_image_names_the_sources_and_the_manifest_records_the_compon
 def test_two_builds_of_the_same_sources_in_two_directories_have_the_same_sandbox_image(
     runtime: Runtime, tmp_path: Path
 ) -> None:
-    images = [ArtifactStore(tmp_path / name).sandbox_image() for name in ("one", "two")]
+    images = [component_store(tmp_path / name).sandbox_image() for name in ("one", "two")]
     assert images == [runtime.sandbox_image, runtime.sandbox_image]
     for name in ("one", "two"):
-        store = ArtifactStore(tmp_path / name)
+        store = component_store(tmp_path / name)
         manifest = json.loads(store._manifest_path(store.directory).read_text())
         assert manifest["component_sha256"] == hashlib.sha256(store.component_bytes()).hexdigest()
 
@@ -145,17 +145,17 @@ def test_old_builds_are_pruned_from_the_cache_and_the_current_one_kept(tmp_path:
 _LOAD = """
 import sys
 from pathlib import Path
-from wasmexec._sandbox.artifacts import ArtifactStore
+from wasmexec._sandbox.component_builder import component_store
 from wasmexec._sandbox.runtime import engine_key, make_engine
 engine = make_engine(False)
-print(*ArtifactStore(Path(sys.argv[1])).load_compiled(engine, engine_key(False)).type.exports(engine))
+print(*component_store(Path(sys.argv[1])).load_compiled(engine, engine_key(False)).type.exports(engine))
 """
 
 
 def test_processes_compiling_at_once_all_get_the_component_and_leave_one_recorded_artifact(
     runtime: Runtime, tmp_path: Path
 ) -> None:
-    directory = _genuine_build(ArtifactStore(tmp_path / "cache"))
+    directory = _genuine_build(component_store(tmp_path / "cache"))
     processes = [
         subprocess.Popen([sys.executable, "-c", _LOAD, str(directory)], stdout=subprocess.PIPE, text=True)
         for _ in range(4)
@@ -166,7 +166,7 @@ def test_processes_compiling_at_once_all_get_the_component_and_leave_one_recorde
     record = json.loads(Path(f"{compiled[0]}.json").read_text())
     assert record["component_sha256"] == GENUINE_SHA256
     assert record["sha256"] == hashlib.sha256(compiled[0].read_bytes()).hexdigest()
-    assert _exports(ArtifactStore(directory).load_compiled(ENGINE, KEY)) == ["genuine"]
+    assert _exports(component_store(directory).load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
 def test_the_default_caches_private_fallback_is_reused_by_later_processes(
@@ -178,9 +178,9 @@ def test_the_default_caches_private_fallback_is_reused_by_later_processes(
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     fallback = tmp_path / f"wasmexec-cache-{os.geteuid()}"
     fallback.mkdir(mode=0o700)
-    _genuine_build(ArtifactStore(), fallback)
+    _genuine_build(component_store(), fallback)
     with pytest.warns(RuntimeWarning, match="using"):
-        assert _exports(ArtifactStore().load_compiled(ENGINE, KEY)) == ["genuine"]
+        assert _exports(component_store().load_compiled(ENGINE, KEY)) == ["genuine"]
     progress: list[str] = []
-    assert _exports(ArtifactStore(progress=progress.append).load_compiled(ENGINE, KEY)) == ["genuine"]
+    assert _exports(component_store(progress=progress.append).load_compiled(ENGINE, KEY)) == ["genuine"]
     assert progress == []  # found and deserialized there, no warning, no compile

@@ -22,6 +22,7 @@ from wasmtime.component import Component
 
 from wasmexec import BuildError
 from wasmexec._sandbox.artifacts import ArtifactStore
+from wasmexec._sandbox.component_builder import component_store
 from wasmexec._sandbox.runtime import engine_key, make_engine
 
 #: A user id that is not ours, for simulating another local user (needs root to chown).
@@ -62,7 +63,7 @@ def shared_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
 
 @pytest.fixture
 def default_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A per-user cache home of our own, so that `ArtifactStore()` uses its default directory."""
+    """A per-user cache home of our own, so that `component_store()` uses its default directory."""
     home = tmp_path / "home-cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
     return home
@@ -106,7 +107,7 @@ def _fallback(shared: Path) -> Path:
 def test_an_explicit_cache_dir_never_reads_compiled_code_from_the_shared_temp_dir(
     tmp_path: Path, shared_tmp: Path
 ) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     _genuine_build(store)
     fallback = _fallback(shared_tmp)
     fallback.mkdir(mode=0o700)
@@ -147,7 +148,7 @@ SQUATTED = [
 def test_compiled_code_in_a_fallback_dir_someone_else_could_write_is_never_loaded(
     squat: object, default_home: Path, shared_tmp: Path
 ) -> None:
-    store = ArtifactStore()
+    store = component_store()
     _genuine_build(store)
     fallback = _fallback(shared_tmp)
     squat(fallback)  # type: ignore[operator]
@@ -162,17 +163,17 @@ def test_a_fallback_dir_someone_else_could_write_is_refused_with_a_build_error(
     default_home.write_text("a file, so the default cache dir cannot be created")
     fallback = _fallback(shared_tmp)
     squat(fallback)  # type: ignore[operator]
-    store = ArtifactStore()
+    store = component_store()
     with pytest.raises(BuildError, match=str(fallback)), pytest.warns(RuntimeWarning):
-        store._writable_directory()
+        store.writable_directory()
     assert not any(fallback.iterdir())
 
 
 def test_the_fallback_dir_is_created_private_to_you(default_home: Path, shared_tmp: Path) -> None:
     default_home.write_text("a file, so the default cache dir cannot be created")
-    store = ArtifactStore()
+    store = component_store()
     with pytest.warns(RuntimeWarning, match=str(_fallback(shared_tmp))):
-        used = store._writable_directory()
+        used = store.writable_directory()
     assert used == _fallback(shared_tmp)
     info = os.lstat(used)
     assert stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
@@ -191,7 +192,7 @@ def test_the_fallback_dir_is_created_private_to_you(default_home: Path, shared_t
     ],
 )
 def test_a_cache_dir_someone_else_could_write_is_refused_not_loaded(squat: object, tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     directory = _genuine_build(store)
     _plant(directory, store)
     squat(directory)  # type: ignore[operator]
@@ -202,19 +203,19 @@ def test_a_cache_dir_someone_else_could_write_is_refused_not_loaded(squat: objec
 @needs_root
 def test_a_symlinked_cache_dir_is_judged_by_the_directory_it_points_to(tmp_path: Path) -> None:
     real = tmp_path / "theirs"
-    store = ArtifactStore(real)
+    store = component_store(real)
     _genuine_build(store)
     _plant(real, store)
     os.chown(real, OTHER_UID, OTHER_UID)
     link = tmp_path / "cache"
     link.symlink_to(real)
     with pytest.raises(BuildError, match="owned by uid"):
-        ArtifactStore(link).load_compiled(ENGINE, KEY)
+        component_store(link).load_compiled(ENGINE, KEY)
 
 
 @pytest.mark.parametrize("mode", [0o666, 0o646, 0o664], ids=oct)
 def test_a_compiled_file_others_could_write_is_recompiled_not_loaded(mode: int, tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     directory = _genuine_build(store)
     _plant(directory, store).chmod(mode)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
@@ -222,14 +223,14 @@ def test_a_compiled_file_others_could_write_is_recompiled_not_loaded(mode: int, 
 
 @needs_root
 def test_a_compiled_file_owned_by_another_user_is_recompiled_not_loaded(tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     directory = _genuine_build(store)
     os.chown(_plant(directory, store), OTHER_UID, OTHER_UID)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
 def test_a_symlinked_compiled_file_is_recompiled_not_loaded(tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     directory = _genuine_build(store)
     planted = _plant(tmp_path / "elsewhere", store)
     name = store.compiled_name(store.image, KEY)
@@ -253,26 +254,26 @@ def test_a_symlinked_compiled_file_is_recompiled_not_loaded(tmp_path: Path) -> N
 def test_a_compiled_file_whose_record_does_not_match_is_recompiled_not_loaded(
     record: dict[str, object], tmp_path: Path
 ) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     directory = _genuine_build(store)
     _plant(directory, store, record=record)
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
 def test_a_compiled_file_without_a_record_is_recompiled_not_loaded(tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     directory = _genuine_build(store)
     Path(f"{_plant(directory, store)}.json").unlink()
     assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]
 
 
 def test_a_recompiled_artifact_is_recorded_and_loaded_by_the_next_process(tmp_path: Path) -> None:
-    store = ArtifactStore(tmp_path / "cache")
+    store = component_store(tmp_path / "cache")
     directory = _genuine_build(store)
     _plant(directory, store, record={"component_sha256": "0" * 64})
     store.load_compiled(ENGINE, KEY)
     progress: list[str] = []
-    again = ArtifactStore(directory, progress=progress.append)
+    again = component_store(directory, progress=progress.append)
     assert _exports(again.load_compiled(ENGINE, KEY)) == ["genuine"]
     assert progress == []  # deserialized, not compiled
     record = json.loads(Path(f"{directory / store.compiled_name(store.image, KEY)}.json").read_text())

@@ -12,8 +12,8 @@ import pytest
 
 from wasmexec import BuildError
 from wasmexec._sandbox import assets
-from wasmexec._sandbox.artifacts import ArtifactStore
 from wasmexec._sandbox.assets import GuestSources, guest_sources
+from wasmexec._sandbox.component_builder import component_store
 
 
 def _copy_of_the_sources(target: Path) -> GuestSources:
@@ -28,7 +28,7 @@ def test_the_sandbox_image_is_the_same_for_the_same_sources_wherever_they_are(tm
     (copy.bridge_dir / "__pycache__").mkdir(exist_ok=True)
     (copy.bridge_dir / "__pycache__" / "stale.cpython-314.pyc").write_bytes(b"not a source")
     assert copy.identity() == guest_sources().identity()
-    assert ArtifactStore(tmp_path / "a", sources=copy).image == ArtifactStore(tmp_path / "b").image
+    assert component_store(tmp_path / "a", sources=copy).image == component_store(tmp_path / "b").image
 
 
 def test_the_sandbox_image_changes_when_any_source_file_changes(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ def shared_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_an_explicit_cache_dir_that_cannot_be_created_fails_fast_without_building(shared_tmp: Path) -> None:
     progress: list[str] = []
-    store = ArtifactStore(Path("/dev/null/x"), progress=progress.append)
+    store = component_store(Path("/dev/null/x"), progress=progress.append)
     started = time.monotonic()
     with pytest.raises(BuildError, match=r"/dev/null/x cannot be created.*--cache-dir"):
         store.sandbox_image()
@@ -77,7 +77,7 @@ def test_a_read_only_explicit_cache_dir_without_a_build_fails_fast(tmp_path: Pat
     read_only = tmp_path / "read-only"
     read_only.mkdir(mode=0o500)
     with pytest.raises(BuildError, match=rf"{read_only} is not writable.*wasmexec build --output"):
-        ArtifactStore(read_only).sandbox_image()
+        component_store(read_only).sandbox_image()
     assert not any(shared_tmp.iterdir())
 
 
@@ -85,7 +85,7 @@ def test_a_cache_dir_that_is_a_file_fails_with_a_build_error(tmp_path: Path, sha
     a_file = tmp_path / "cache"
     a_file.write_text("not a directory")
     with pytest.raises(BuildError, match=str(a_file)):
-        ArtifactStore(a_file).sandbox_image()
+        component_store(a_file).sandbox_image()
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX modes")
@@ -95,7 +95,7 @@ def test_your_own_default_cache_dir_left_group_writable_is_tightened_not_abandon
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     (tmp_path / "wasmexec").mkdir()
     (tmp_path / "wasmexec").chmod(0o775)  # as `mkdir` makes it under umask 002
-    store = ArtifactStore()
-    assert store._writable_directory() == tmp_path / "wasmexec"
+    store = component_store()
+    assert store.writable_directory() == tmp_path / "wasmexec"
     assert (tmp_path / "wasmexec").stat().st_mode & 0o022 == 0
     assert not any(shared_tmp.iterdir())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wasmexec._sandbox.artifacts import _prune
+from wasmexec._sandbox.component_builder import _prune
 
 
 def test_pruning_deletes_orphaned_default_artifacts_but_keeps_science_ones(tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
-"""Keeps the guest component, built and compiled, in a cache directory.
+"""The compiled-image cache: keeps any image, built and compiled, in a cache directory.
 
-Layout of a cache (or ``wasmexec build --output``) directory::
+It knows nothing about how an image is built: an `ImageBuilder` names the files, builds
+the wasm and compiles it (the default image's: `wasmexec._sandbox.component_builder`; the
+science image's: `wasmexec._science.snapshot_builder`). Layout of a cache (or ``wasmexec
+build --output``) directory, with the default image's names::
 
-    guest-<image>.json              manifest: sandbox_image, the component's sha256, builder
-    guest-<image>.wasm              the component built by componentize-py
-    <image>-<engine key>.cwasm      the component compiled for one engine configuration
-    <image>-<engine key>.cwasm.json its record: component sha256, engine key, own sha256, size, mtime
+    guest-<image>.json              manifest: sandbox_image, the wasm's sha256, builder
+    guest-<image>.wasm              the built wasm (here: the component built by componentize-py)
+    <image>-<engine key>.cwasm      the wasm compiled for one engine configuration
+    <image>-<engine key>.cwasm.json its record: wasm sha256, engine key, own sha256, size, mtime
 
 ``<image>`` is the start of the sandbox image, the digest of the build's inputs (see
 `assets`). Compile once per machine, deserialize once per process. Files are written to
@@ -46,7 +49,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -55,17 +57,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wasmexec._exceptions import BuildError
 from wasmexec._sandbox import trust
-from wasmexec._sandbox.assets import GuestSources, builder_version, componentize, guest_sources
 
-#: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
-#: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
-KEEP_IMAGES = 3
-#: The start of a sandbox image digest, as compiled artifacts of the default image are named.
-_IMAGE_PREFIX = re.compile("[0-9a-f]{32}")
 #: Waiting longer than a build can take for another process's lock means it is stuck.
 LOCK_TIMEOUT_S = 600
 
@@ -90,43 +86,101 @@ class _Build:
     component_sha256: str
 
 
-class ArtifactStore:
-    """Finds, builds and compiles the guest component in one directory."""
+class ImageBuilder(Protocol):
+    """How one image is named, built and compiled: all the cache needs to know of it."""
 
-    def __init__(
-        self, directory: Path | None = None, progress: Progress | None = None, sources: GuestSources | None = None
-    ) -> None:
+    identity: str
+    """The hex digest of the build's inputs (the sandbox image without ``sha256:``)."""
+    builds_on_demand: bool
+    """Whether a missing build or compiled form is made on first use, or is a `not_built` error
+    (made only inside `ArtifactStore.building`)."""
+
+    def manifest_name(self, short: str) -> str:
+        """The manifest's file name for the image whose digest starts with `short` (32 hex digits)."""
+        ...
+
+    def wasm_name(self, short: str) -> str:
+        """The built wasm's file name."""
+        ...
+
+    def compiled_name(self, short: str, engine_key: str) -> str:
+        """The file name of the wasm compiled for one engine configuration."""
+        ...
+
+    def build(self, directory: Path, image: str, progress: Progress) -> bytes:
+        """Builds the wasm (scratch files below `directory`), saying what it does; a `BuildError` if it cannot."""
+        ...
+
+    def builder_version(self) -> str:
+        """What built it, for the manifest."""
+        ...
+
+    def compile(self, engine: Any, wasm: bytes, engine_key: str, progress: Progress) -> Any:
+        """Compiles the wasm for `engine`, saying so first; a `BuildError` if wasmtime cannot."""
+        ...
+
+    def deserialize(self, engine: Any, path: str) -> Any:
+        """Maps a checked compiled form (a component, or a core module)."""
+        ...
+
+    def compiled(self, directory: Path, seconds: float) -> str:
+        """Called under the lock after a compiled form is written (to prune old ones); the progress line."""
+        ...
+
+    def not_built(self, directory: Path, engine_key: str | None) -> BuildError:
+        """The error when the build (None) or a compiled form is missing and is not made on demand."""
+        ...
+
+
+class ArtifactStore:
+    """Finds, builds (through its `ImageBuilder`) and compiles one image in one directory."""
+
+    def __init__(self, builder: ImageBuilder, directory: Path | None = None, progress: Progress | None = None) -> None:
         """Args:
+        builder: names, builds and compiles the image.
         directory: the cache directory; None for the per-user default, the only one that may
             fall back to a private temp dir when it cannot be written.
         progress: receives one-line messages about builds and compiles.
-        sources: the guest's sources (the installed ones by default).
         """
+        self.builder = builder
         self.explicit = directory is not None
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.progress: Progress = progress or (lambda message: None)
-        self.sources = sources or guest_sources()
         #: The sandbox image: "sha256:" over the build's inputs, known without building.
-        self.image = "sha256:" + self.sources.identity()
+        self.image = "sha256:" + builder.identity
         self._primary = self.directory
         self._write_dir: Path | None = None
         self._found: _Build | None = None
+        self._building = builder.builds_on_demand
+
+    @contextmanager
+    def building(self) -> Iterator[None]:
+        """Within it, a missing build or compiled form is made (`wasmexec build`), whatever the builder says."""
+        before, self._building = self._building, True
+        try:
+            yield
+        finally:
+            self._building = before
+
+    @property
+    def may_build(self) -> bool:
+        """Whether something missing may be made now."""
+        return self._building
 
     # -- paths -------------------------------------------------------------------------
     def _manifest_path(self, directory: Path) -> Path:
-        return directory / f"guest-{self._short}.json"
+        return directory / self.builder.manifest_name(self._short)
 
     def _component_path(self, directory: Path) -> Path:
-        return directory / f"guest-{self._short}.wasm"
+        return directory / self.builder.wasm_name(self._short)
 
     @property
     def _short(self) -> str:
         return self.image.removeprefix("sha256:")[:32]
 
-    @staticmethod
-    def compiled_name(image: str, engine_key: str) -> str:
+    def compiled_name(self, image: str, engine_key: str) -> str:
         """The file name of `image` compiled for one engine configuration."""
-        return f"{image.removeprefix('sha256:')[:32]}-{engine_key}.cwasm"
+        return self.builder.compiled_name(image.removeprefix("sha256:")[:32], engine_key)
 
     # -- the component -----------------------------------------------------------------
     def sandbox_image(self) -> str:
@@ -152,11 +206,11 @@ class ArtifactStore:
 
     def _build_found(self) -> _Build:
         if self._found is None:
-            found = (self._read_build(directory) for directory in self._readable_dirs())
+            found = (self._read_build(directory) for directory in self.readable_dirs())
             self._found = next((build for build in found if build is not None), None) or self._build()
         return self._found
 
-    def _readable_dirs(self) -> Iterator[Path]:
+    def readable_dirs(self) -> Iterator[Path]:
         """The existing directories artifacts may be read from, in order: those only you or root can write."""
         if os.path.lexists(self._primary) and self._primary_problem() is None:
             yield self._primary  # when it is not, writing explains why (a warning or a BuildError)
@@ -184,33 +238,23 @@ class ArtifactStore:
         return _Build(directory, str(component_sha256))
 
     def _build(self, damaged: _Build | None = None) -> _Build:
-        directory = self._writable_directory()
-        with _locked(directory):
+        if not self.may_build:
+            raise self.builder.not_built(self.directory, None)
+        directory = self.writable_directory()
+        with locked(directory):
             found = self._read_build(directory)
             if found is not None and found != damaged:  # another process built it while we waited
                 return found
-            self.progress("wasmexec: building the sandbox component with componentize-py (once, 15-60 s)...")
-            started = time.monotonic()
-            wasm = self._run_build(directory)
+            wasm = self.builder.build(directory, self.image, self.progress)
             component_sha256 = hashlib.sha256(wasm).hexdigest()
-            _atomic_write(self._component_path(directory), wasm)
-            manifest = {"sandbox_image": self.image, "component_sha256": component_sha256, "builder": builder_version()}
-            _atomic_write(self._manifest_path(directory), json.dumps(manifest, indent=2).encode())
-            elapsed = time.monotonic() - started
-            self.progress(f"wasmexec: built {self.image[:19]}… ({len(wasm) / 1e6:.1f} MB) in {elapsed:.1f} s")
+            atomic_write(self._component_path(directory), wasm)
+            manifest = {"sandbox_image": self.image, "component_sha256": component_sha256,
+                        "builder": self.builder.builder_version()}  # fmt: skip
+            atomic_write(self._manifest_path(directory), json.dumps(manifest, indent=2).encode())
             return _Build(directory, component_sha256)
 
-    def _run_build(self, directory: Path) -> bytes:
-        with tempfile.TemporaryDirectory(dir=directory, prefix=".build-") as scratch:
-            staged = Path(scratch) / "src"
-            if self.sources.stage(staged) != self.image.removeprefix("sha256:"):
-                raise BuildError(f"the guest sources in {self.sources.bridge_dir.parent} changed during the build")
-            output = Path(scratch) / "guest.wasm"
-            componentize(staged, output)
-            return output.read_bytes()
-
     # -- where to write ----------------------------------------------------------------
-    def _writable_directory(self) -> Path:
+    def writable_directory(self) -> Path:
         """The directory to write to: the cache dir, or for the default one only, the private fallback."""
         if self._write_dir is not None:
             return self._write_dir
@@ -241,18 +285,11 @@ class ArtifactStore:
         """The component compiled for `engine`: deserialized from the cache, else compiled and cached."""
         build = self._build_found()
         name = self.compiled_name(self.image, engine_key)
-        for directory in self._readable_dirs():
+        for directory in self.readable_dirs():
             component = self._deserialize(engine, directory / name, build, engine_key)
             if component is not None:
                 return component
         return self._compile(engine, name, engine_key)
-
-    @staticmethod
-    def _from_file(engine: Any, path: str) -> Any:
-        """Maps a checked compiled artifact (a component here; the science store's is a core module)."""
-        from wasmtime.component import Component
-
-        return Component.deserialize_file(engine, path)
 
     def _deserialize(self, engine: Any, path: Path, build: _Build, engine_key: str) -> Any:
         from wasmtime import WasmtimeError
@@ -271,7 +308,7 @@ class ArtifactStore:
             if not trust.matches_record(fd, record):
                 self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: it differs from its record")
                 return None
-            return self._from_file(engine, trust.fd_path(fd, path))
+            return self.builder.deserialize(engine, trust.fd_path(fd, path))
         except WasmtimeError as exc:  # another machine's CPU features, or a damaged file
             self.progress(f"wasmexec: ignoring unusable compiled artifact {path}: {exc}")
             return None
@@ -279,22 +316,18 @@ class ArtifactStore:
             os.close(fd)
 
     def _compile(self, engine: Any, name: str, engine_key: str) -> Any:
-        from wasmtime import WasmtimeError
-        from wasmtime.component import Component
-
-        directory = self._writable_directory()  # before the slow part: fail fast
+        if not self.may_build:
+            raise self.builder.not_built(self.directory, engine_key)
+        directory = self.writable_directory()  # before the slow part: fail fast
         wasm = self.component_bytes()
-        self.progress("wasmexec: compiling the sandbox component for this machine (once, 5-25 s)...")
         started = time.monotonic()
-        try:
-            component = Component(engine, wasm)
-        except WasmtimeError as exc:
-            raise BuildError(f"wasmtime could not compile the guest component: {exc}") from exc
-        with _locked(directory):
-            _write_compiled(directory / name, bytes(component.serialize()), self._build_found(), engine_key)
-            _prune(directory, keep_images=KEEP_IMAGES)
-        self.progress(f"wasmexec: compiled in {time.monotonic() - started:.1f} s, cached in {directory}")
-        return component
+        compiled = self.builder.compile(engine, wasm, engine_key, self.progress)
+        del wasm  # the science snapshot's is 136 MB
+        with locked(directory):
+            write_compiled(directory / name, bytes(compiled.serialize()), self._build_found(), engine_key)
+            message = self.builder.compiled(directory, time.monotonic() - started)
+        self.progress(message)
+        return compiled
 
     def export(self, target: Path, engines: dict[str, Any]) -> list[Path]:
         """Writes a self-contained artifact directory (component + every engine's compiled form)."""
@@ -310,21 +343,31 @@ class ArtifactStore:
         if manifest is None:
             raise BuildError(f"the manifest in {build.directory} cannot be read")
         written = [self._manifest_path(target), self._component_path(target)]
-        _atomic_write(written[1], self.component_bytes())
-        _atomic_write(written[0], manifest)
+        atomic_write(written[1], self.component_bytes())
+        atomic_write(written[0], manifest)
         for key, engine in engines.items():
             path = target / self.compiled_name(self.image, key)
-            _write_compiled(path, bytes(self.load_compiled(engine, key).serialize()), build, key)
+            write_compiled(path, bytes(self.load_compiled(engine, key).serialize()), build, key)
             written.append(path)
         return written
+
+
+def compile_wasm(compile: Callable[[Any, bytes], Any], engine: Any, wasm: bytes, what: str) -> Any:
+    """`compile(engine, wasm)` (a builder's compile), with wasmtime's error as a `BuildError` naming `what`."""
+    from wasmtime import WasmtimeError
+
+    try:
+        return compile(engine, wasm)
+    except WasmtimeError as exc:
+        raise BuildError(f"wasmtime could not compile {what}: {exc}") from exc
 
 
 # -- writing -------------------------------------------------------------------------------
 
 
-def _write_compiled(path: Path, data: bytes, build: _Build, engine_key: str) -> None:
+def write_compiled(path: Path, data: bytes, build: _Build, engine_key: str) -> None:
     """Writes a compiled artifact and, after it, its record (a reader between the two recompiles)."""
-    info = _atomic_write(path, data)
+    info = atomic_write(path, data)
     record = {
         "component_sha256": build.component_sha256,
         "engine_key": engine_key,
@@ -332,10 +375,10 @@ def _write_compiled(path: Path, data: bytes, build: _Build, engine_key: str) -> 
         "size": info.st_size,
         "mtime_ns": info.st_mtime_ns,
     }
-    _atomic_write(Path(f"{path}.json"), json.dumps(record, indent=2).encode())
+    atomic_write(Path(f"{path}.json"), json.dumps(record, indent=2).encode())
 
 
-def _atomic_write(path: Path, data: bytes) -> os.stat_result:
+def atomic_write(path: Path, data: bytes) -> os.stat_result:
     """Writes `path` by renaming a complete temporary file over it; returns the file's stat."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -351,33 +394,8 @@ def _atomic_write(path: Path, data: bytes) -> os.stat_result:
     return os.stat(path)
 
 
-def _prune(directory: Path, keep_images: int) -> None:
-    """Deletes all but the newest `keep_images` builds (manifest, component, compiled forms, records)."""
-    manifests = sorted(directory.glob("guest-*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
-    for manifest in manifests[keep_images:]:
-        image = _manifest_image(manifest)
-        if image is None:
-            continue
-        forms = [*directory.glob(f"{image}-*.cwasm"), *directory.glob(f"{image}-*.cwasm.json")]
-        for path in [manifest, manifest.with_suffix(".wasm"), *forms]:
-            path.unlink(missing_ok=True)
-    keep = {image for image in map(_manifest_image, manifests[:keep_images]) if image is not None}
-    for compiled in [*directory.glob("*.cwasm"), *directory.glob("*.cwasm.json")]:
-        image = compiled.name.split("-", 1)[0]
-        # Only this store's own names (<image>-…): the science image's files (science-…) share the directory.
-        if _IMAGE_PREFIX.fullmatch(image) and image not in keep:
-            compiled.unlink(missing_ok=True)  # left by a build whose manifest is gone
-
-
-def _manifest_image(manifest: Path) -> str | None:
-    try:
-        return str(json.loads(manifest.read_text())["sandbox_image"]).removeprefix("sha256:")[:32]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
 @contextmanager
-def _locked(directory: Path) -> Iterator[None]:
+def locked(directory: Path) -> Iterator[None]:
     """Holds the directory's lock file: taken only to write, so read-only dirs never get one."""
     from filelock import FileLock, Timeout
 

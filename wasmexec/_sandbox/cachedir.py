@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from wasmexec._sandbox.artifacts import _locked
+from wasmexec._sandbox.artifacts import locked
 from wasmexec._sandbox.image import HEX32, CacheFiles
 
 
@@ -111,7 +111,7 @@ def clean(directory: Path, now: Current, dry_run: bool = False) -> list[Entry]:
         return []
     if dry_run or not any(entry.kind == "stale" for entry in inventory(directory, now)):
         return [entry for entry in inventory(directory, now) if entry.kind == "stale"]  # no lock: read-only is fine
-    with _locked(directory):
+    with locked(directory):
         stale = [entry for entry in inventory(directory, now) if entry.kind == "stale"]
         for entry in stale:
             if entry.path.is_dir() and not entry.path.is_symlink():

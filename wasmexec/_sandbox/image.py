@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from wasmtime import Engine
@@ -87,6 +88,11 @@ class Image(Protocol[G_co]):
 
     def build(self, guest: Callable[[bool], Guest]) -> None:
         """Builds and compiles every limit mode now (`wasmexec build`), through `guest` (the runtime's cache)."""
+        ...
+
+    def export(self, target: Path, engines: dict[str, Engine]) -> list[Path]:
+        """Writes a shippable artifact directory: its cache's files for `engines` (engine key → engine), and
+        whatever else it reads at run time; the paths written."""
         ...
 
     def describe(self) -> Profile:

@@ -24,7 +24,8 @@ from wasmexec._process_default import process_default
 from wasmexec._profiles import DEFAULT, Profile
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox import stack as _stack
-from wasmexec._sandbox.artifacts import ArtifactStore, Progress
+from wasmexec._sandbox.artifacts import Progress
+from wasmexec._sandbox.component_builder import component_store
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest, Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings, Image
@@ -78,7 +79,7 @@ class DefaultImage:
     engine = DEFAULT_ENGINE
 
     def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
-        self.artifacts = ArtifactStore(cache_dir, progress)
+        self.artifacts = component_store(cache_dir, progress)
 
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ComponentGuest:
         component = self.artifacts.load_compiled(engine, engine_key)
@@ -91,6 +92,9 @@ class DefaultImage:
         self.artifacts.sandbox_image()  # builds the component
         for fuel in (True, False):
             guest(fuel)
+
+    def export(self, target: Path, engines: dict[str, Engine]) -> list[Path]:
+        return self.artifacts.export(target, engines)
 
     def describe(self) -> Profile:
         return DEFAULT
@@ -171,7 +175,7 @@ class ImageRuntime(Generic[G]):
         if output is None:
             return []
         engines = {engine_key(fuel, self.image.engine): self.guest(fuel).engine for fuel in (True, False)}
-        return self.artifacts.export(Path(output), engines)
+        return self.image.export(Path(output), engines)
 
 
 class Runtime(ImageRuntime[ComponentGuest]):

@@ -18,15 +18,21 @@ from wasmexec._exceptions import BuildError
 from wasmexec._process_default import process_default
 from wasmexec._profiles import Profile
 from wasmexec._sandbox import runtime as _runtime
-from wasmexec._sandbox.artifacts import Progress
+from wasmexec._sandbox.artifacts import ArtifactStore, Progress
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings
 from wasmexec._sandbox.runtime import ImageRuntime
 from wasmexec._science import door, upstream
-from wasmexec._science.artifacts import BUILD_COMMAND, ScienceArtifacts, science_identity
 from wasmexec._science.guest import ScienceGuest
 from wasmexec._science.packages import science_profile
+from wasmexec._science.snapshot_builder import (
+    BUILD_COMMAND,
+    SnapshotBuilder,
+    export_stdlib,
+    science_identity,
+    stdlib_dir,
+)
 
 #: The science image's engines: wasm exceptions (bump the format when the configuration changes).
 SCIENCE_ENGINE = EngineSettings("s2", wasm_exceptions=True)
@@ -40,7 +46,7 @@ def engine_key(fuel: bool) -> str:
 
 
 def cache_files() -> CacheFiles:
-    """The science image's files in a cache directory (`wasmexec._science.artifacts` names them)."""
+    """The science image's files in a cache directory (`wasmexec._science.snapshot_builder` names them)."""
     from wasmexec._sandbox.assets import guest_sources
 
     image = science_identity(guest_sources())[:32]
@@ -62,31 +68,32 @@ class ScienceImage:
     engine = SCIENCE_ENGINE
 
     def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
-        self.artifacts = ScienceArtifacts(cache_dir, progress)  # its image: `artifacts.science_identity`
+        self.artifacts = ArtifactStore(SnapshotBuilder(), cache_dir, progress)  # its image: `science_identity`
 
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ScienceGuest:
         """The snapshot compiled for `engine` and linked; a `BuildError` when not built."""
         module = self.artifacts.load_compiled(engine, engine_key)
-        stdlib_dir = self.artifacts.stdlib_dir()
+        stdlib = stdlib_dir(self.artifacts)
         linker = Linker(engine)
         linker.define_wasi()
         door.register(linker)
-        return ScienceGuest(engine, ticker, fuel, self.artifacts.image, module, linker, stdlib_dir, MEMORY_FLOOR_BYTES)
+        return ScienceGuest(engine, ticker, fuel, self.artifacts.image, module, linker, stdlib, MEMORY_FLOOR_BYTES)
 
     def build(self, guest: Callable[[bool], Guest]) -> None:
         """Builds the snapshot and compiles it for each limit mode now (`wasmexec build --profile science`)."""
-        self.artifacts.building = True
-        try:
+        with self.artifacts.building():
             self.artifacts.sandbox_image()
-            self.artifacts.stdlib_dir()
+            stdlib_dir(self.artifacts)
             for fuel in (True, False):
                 guest(fuel)
-        finally:
-            self.artifacts.building = False
+
+    def export(self, target: Path, engines: dict[str, Engine]) -> list[Path]:
+        """The cache's export (manifest, snapshot, every engine's compiled form) plus the stdlib folder."""
+        return [*self.artifacts.export(target, engines), export_stdlib(self.artifacts, target)]
 
     def describe(self) -> Profile:
         """Its packages, read from the built stdlib zip (a `BuildError` when not built)."""
-        return science_profile(self.artifacts.stdlib_dir() / "lib" / upstream.STDLIB_GUEST_NAME)
+        return science_profile(stdlib_dir(self.artifacts) / "lib" / upstream.STDLIB_GUEST_NAME)
 
     def unavailable(self, problem: BuildError) -> BuildError:
         """It is never built by `serve`: say what to install, or how to build it."""
@@ -102,7 +109,6 @@ class ScienceRuntime(ImageRuntime[ScienceGuest]):
     def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
         image = ScienceImage(Path(cache_dir) if cache_dir is not None else None, progress)
         super().__init__(image)
-        self.artifacts: ScienceArtifacts = image.artifacts
 
 
 #: The process's shared science runtime on the default cache directory.
