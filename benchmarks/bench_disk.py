@@ -20,8 +20,8 @@ import re
 from importlib import metadata
 from pathlib import Path
 
-from wasmexec._sandbox.artifacts import default_cache_dir
 from wasmexec._sandbox.cachedir import current, human, inventory
+from wasmexec._sandbox.image_cache import default_cache_dir
 
 _MB = 1e6
 

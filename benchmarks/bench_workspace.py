@@ -32,7 +32,7 @@ from typing import Any
 from wasmtime import WasiConfig
 
 from wasmexec import Limits, Sandbox
-from wasmexec._workspace.pool import default_pool
+from wasmexec._workspace.rundir_pool import default_pool
 from wasmexec._workspace.workspace import RunWorkspace, check_inputs
 
 MB = 10**6

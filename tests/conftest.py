@@ -20,7 +20,7 @@ from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._cli.options import SCHEMA_CACHE_ENV
 
 if TYPE_CHECKING:
-    from wasmexec._science.runtime import ScienceRuntime
+    from wasmexec._science.image import ScienceRuntime
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -48,7 +48,7 @@ def science_runtime() -> ScienceRuntime:
 
     Needs the science extra: tests/science and the security suite's science cases are skipped without it.
     """
-    from wasmexec._science.runtime import ScienceRuntime
+    from wasmexec._science.image import ScienceRuntime
 
     cache_dir = os.environ.get("WASMEXEC_CACHE_DIR")
     science = ScienceRuntime(Path(cache_dir) if cache_dir else None, progress=print)

@@ -17,7 +17,7 @@ from wasmexec._sandbox.guest import ComponentGuest
 from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.output import OutputCapture
 from wasmexec._sandbox.spares import SpareKey, Spares, SpareStats
-from wasmexec._workspace.pool import default_pool
+from wasmexec._workspace.rundir_pool import default_pool
 
 LIMITS = Limits(timeout_ms=10_000)
 

@@ -14,7 +14,7 @@ import pytest
 
 from wasmexec import Limits, Sandbox
 from wasmexec._science import upstream
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import data_of
 from tests.integration.conftest import child_env
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 
 
 def _wasmexec(*arguments: str, **env: str) -> subprocess.CompletedProcess[str]:

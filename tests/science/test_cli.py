@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 
 
 def _wasmexec(*args: str, cache_dir: Path) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ import pytest
 from wasmexec import Limits, Sandbox
 from wasmexec._envelope import RunResult
 from wasmexec._exceptions import BuildError
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 
 
 def _limit(result: RunResult) -> str | None:

@@ -17,7 +17,7 @@ from tests.helpers import data_of, error_of, free_port, listening
 from tests.integration.conftest import child_env
 from wasmexec import Limits, Runtime, Sandbox, validate_run_result
 from wasmexec._profiles import Profile, profile_of
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 
 
 @pytest.fixture(scope="module")

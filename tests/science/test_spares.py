@@ -11,7 +11,7 @@ from tests.helpers import data_of
 from tests.integration.test_spares import PROBE
 from wasmexec import Limits, Sandbox
 from wasmexec._sandbox.spares import SpareKey
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 
 LIMITS = Limits(timeout_ms=20_000)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from wasmexec import Limits, Sandbox
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.config import parse_config
 

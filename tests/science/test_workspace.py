@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import data_of
 from wasmexec import Limits, Sandbox
-from wasmexec._science.runtime import ScienceRuntime
+from wasmexec._science.image import ScienceRuntime
 
 CSV = "city,temp\nOslo,3\nRome,18\nOslo,5\n"
 

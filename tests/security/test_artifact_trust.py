@@ -21,8 +21,8 @@ import wasmtime
 from wasmtime.component import Component
 
 from wasmexec import BuildError
-from wasmexec._sandbox.artifacts import ArtifactStore
 from wasmexec._sandbox.component_builder import component_store
+from wasmexec._sandbox.image_cache import CompiledImageCache
 from wasmexec._sandbox.runtime import engine_key, make_engine
 
 #: A user id that is not ours, for simulating another local user (needs root to chown).
@@ -69,7 +69,7 @@ def default_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def _genuine_build(store: ArtifactStore, directory: Path | None = None) -> Path:
+def _genuine_build(store: CompiledImageCache, directory: Path | None = None) -> Path:
     """Writes a complete build (manifest + component, no compiled form) into the store's directory."""
     directory = directory or store.directory
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -79,7 +79,7 @@ def _genuine_build(store: ArtifactStore, directory: Path | None = None) -> Path:
     return directory
 
 
-def _plant(directory: Path, store: ArtifactStore, *, record: dict[str, object] | None = None) -> Path:
+def _plant(directory: Path, store: CompiledImageCache, *, record: dict[str, object] | None = None) -> Path:
     """Writes a valid compiled artifact of another component under the expected name, with a record."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / store.compiled_name(store.image, KEY)

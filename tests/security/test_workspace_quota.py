@@ -12,7 +12,7 @@ import pytest
 from tests.helpers import limit_of
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._workspace import inotify
-from wasmexec._workspace.pool import default_pool
+from wasmexec._workspace.rundir_pool import default_pool
 
 MIB = 1024 * 1024
 #: A flood that were not stopped would write until the timeout (gigabytes); one that is stopped

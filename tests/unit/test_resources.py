@@ -12,7 +12,7 @@ from tests.unit.test_broker import _audit, _broker, _in_process, _run
 from wasmexec._runctx.runstate import RunState
 from wasmexec._runctx.toolhost import CallKind, HostCallError
 from wasmexec._tools.policy import Policy
-from wasmexec._tools.resources import read_answer
+from wasmexec._tools.upstream_resources import read_answer
 
 
 def _resource_server() -> MCPServer:

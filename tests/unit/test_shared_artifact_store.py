@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from wasmexec._envelope import Artifact
-from wasmexec._state.artifacts import SharedArtifactStore
 from wasmexec._state.key import StateKey
+from wasmexec._state.shared_artifacts import SharedArtifactStore
 
 KEY = StateKey(b"a" * 32, source="test")
 

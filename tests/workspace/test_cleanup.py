@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from wasmexec._workspace.pool import RunDirPool
+from wasmexec._workspace.rundir_pool import RunDirPool
 from wasmexec._workspace.store import ArtifactStore
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
 from wasmexec import ArtifactStore, Limits, Runtime, Sandbox
-from wasmexec._workspace.pool import default_pool
+from wasmexec._workspace.rundir_pool import default_pool
 
 SUMMARIZE = """
 import csv, statistics

@@ -51,7 +51,7 @@ def add_cache_parser(commands: Any) -> None:
 
 def cache_dir(args: argparse.Namespace) -> Path:
     """--cache-dir, else WASMEXEC_CACHE_DIR, else the per-user cache dir."""
-    from wasmexec._sandbox.artifacts import default_cache_dir
+    from wasmexec._sandbox.image_cache import default_cache_dir
 
     chosen = args.cache_dir or os.environ.get(CACHE_DIR_ENV)
     return Path(chosen) if chosen else default_cache_dir()

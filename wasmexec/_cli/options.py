@@ -404,6 +404,6 @@ def _default_audit_path() -> Path:
 
 
 def _default_cache_dir() -> Path:
-    from wasmexec._sandbox.artifacts import default_cache_dir
+    from wasmexec._sandbox.image_cache import default_cache_dir
 
     return default_cache_dir()

@@ -269,7 +269,7 @@ def command_serve(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._runctx.toolhost import NoTools
     from wasmexec._sandbox.sandbox import Sandbox
-    from wasmexec._state.artifacts import SharedArtifactStore
+    from wasmexec._state.shared_artifacts import SharedArtifactStore
     from wasmexec._workspace.store import ArtifactStore
 
     allowed_hosts, allowed_origins = _allowed_names(args)
@@ -360,7 +360,7 @@ def _serve_stdio(server: RunPythonServer) -> None:
 
 def _remove_run_directories() -> None:
     """Removes the process's run directories (the atexit hook would too, but not while a reaper still works)."""
-    from wasmexec._workspace.pool import default_pool
+    from wasmexec._workspace.rundir_pool import default_pool
 
     default_pool().remove()
 

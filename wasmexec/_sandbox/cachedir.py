@@ -22,8 +22,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from wasmexec._sandbox.artifacts import locked
 from wasmexec._sandbox.image import HEX32, CacheFiles
+from wasmexec._sandbox.image_cache import locked
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The default image's builder (`wasmexec._sandbox.artifacts.ImageBuilder`): componentize-py, components.
+"""The default image's builder (`wasmexec._sandbox.image_cache.ImageBuilder`): componentize-py, components.
 
 Its files in a cache directory: ``guest-<image>.json`` / ``.wasm`` and
 ``<image>-<engine key>.cwasm`` (+ ``.json``). It builds on first use (15-60 s), compiles
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from wasmexec._exceptions import BuildError
-from wasmexec._sandbox.artifacts import ArtifactStore, Progress, compile_wasm
 from wasmexec._sandbox.assets import GuestSources, builder_version, componentize, guest_sources
+from wasmexec._sandbox.image_cache import CompiledImageCache, Progress, compile_wasm
 
 #: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
 #: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
@@ -81,9 +81,9 @@ class ComponentBuilder:
 
 def component_store(
     directory: Path | None = None, progress: Progress | None = None, sources: GuestSources | None = None
-) -> ArtifactStore:
+) -> CompiledImageCache:
     """The default image's cache in `directory` (None: the per-user default)."""
-    return ArtifactStore(ComponentBuilder(sources), directory, progress)
+    return CompiledImageCache(ComponentBuilder(sources), directory, progress)
 
 
 def _prune(directory: Path, keep_images: int) -> None:

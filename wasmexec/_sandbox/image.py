@@ -23,7 +23,7 @@ from wasmexec._sandbox.guest import Guest
 if TYPE_CHECKING:
     from wasmexec._exceptions import BuildError
     from wasmexec._profiles import Profile
-    from wasmexec._sandbox.artifacts import ArtifactStore
+    from wasmexec._sandbox.image_cache import CompiledImageCache
 
 G_co = TypeVar("G_co", bound=Guest, covariant=True)
 
@@ -77,7 +77,7 @@ class Image(Protocol[G_co]):
     """Its engine configuration."""
 
     @property
-    def artifacts(self) -> ArtifactStore:
+    def artifacts(self) -> CompiledImageCache:
         """Its compiled-image cache (the directory, the trust checks, the files; ``image``: its digest)."""
         ...
 

@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wasmexec._sandbox.artifacts import Progress
     from wasmexec._sandbox.image import CacheFiles
+    from wasmexec._sandbox.image_cache import Progress
     from wasmexec._sandbox.runtime import ImageRuntime
 
 #: Each profile's image: the module, its runtime class, and its process-default getter (its module also
 #: has ``cache_files()``: what it leaves in a cache directory).
 _IMAGES = {
     "default": ("wasmexec._sandbox.runtime", "Runtime", "default_runtime"),
-    "science": ("wasmexec._science.runtime", "ScienceRuntime", "default_science_runtime"),
+    "science": ("wasmexec._science.image", "ScienceRuntime", "default_science_runtime"),
 }
 #: The guest images a Sandbox can run: the default one, and numpy/pandas (``pip install "wasmexec[science]"``).
 PROFILES = tuple(_IMAGES)

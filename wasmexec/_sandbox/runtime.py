@@ -24,11 +24,11 @@ from wasmexec._process_default import process_default
 from wasmexec._profiles import DEFAULT, Profile
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox import stack as _stack
-from wasmexec._sandbox.artifacts import Progress
 from wasmexec._sandbox.component_builder import component_store
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest, Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings, Image
+from wasmexec._sandbox.image_cache import Progress
 from wasmexec._sandbox.wasmtime_internals import ffi
 
 #: The default image's engines (bump the format when the configuration changes).
@@ -125,7 +125,7 @@ class PerMode(Generic[T]):
 
 
 def cache_files() -> CacheFiles:
-    """The default image's files in a cache directory (`wasmexec._sandbox.artifacts` names them)."""
+    """The default image's files in a cache directory (`wasmexec._sandbox.image_cache` names them)."""
     from wasmexec._sandbox.assets import guest_sources
 
     image = guest_sources().identity()[:32]

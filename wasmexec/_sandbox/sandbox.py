@@ -24,7 +24,7 @@ from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import ImageRuntime
 from wasmexec._sandbox.spares import DEFAULT_SPARES, SpareKey, Spares
-from wasmexec._workspace.pool import default_pool
+from wasmexec._workspace.rundir_pool import default_pool
 from wasmexec._workspace.store import ArtifactStore
 from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # wasmtime is loaded when a spare is made, not when the CLI reads the bounds below
     from wasmexec._sandbox.guest import GuestRuntime
     from wasmexec._sandbox.instance import LiveInstance
-    from wasmexec._workspace.pool import RunDir, RunDirPool
+    from wasmexec._workspace.rundir_pool import RunDir, RunDirPool
 
 #: Spares a sandbox keeps ready per kind of run by default: one (two made the measured latency worse:
 #: the refills competed with the runs on a 2-core machine).

@@ -4,7 +4,7 @@ A ``.cwasm`` is native code that wasmtime maps and runs unchecked, so `artifacts
 one only from a directory and a file that nobody but you (or root) can write, through
 the very file descriptor that was checked, and only when its record binds it to the
 component and engine it was compiled for. The rules and their reasons are in
-`wasmexec._sandbox.artifacts`' docstring; this module holds the checks.
+`wasmexec._sandbox.image_cache`' docstring; this module holds the checks.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The science image's builder (`wasmexec._sandbox.artifacts.ImageBuilder`): the snapshot, core modules.
+"""The science image's builder (`wasmexec._sandbox.image_cache.ImageBuilder`): the snapshot, core modules.
 
-The generic compiled-image cache (`wasmexec._sandbox.artifacts.ArtifactStore`: directory
+The generic compiled-image cache (`wasmexec._sandbox.image_cache.CompiledImageCache`: directory
 choice, fallback, locks, manifests, records, the trust checks before any ``.cwasm`` is
 mapped) keeps it, with these file names, this build (`snapshot.build_snapshot`) and core
 modules instead of components::
@@ -28,8 +28,8 @@ from typing import Any
 
 from wasmexec._exceptions import BuildError
 from wasmexec._sandbox import trust
-from wasmexec._sandbox.artifacts import ArtifactStore, Progress, compile_wasm, locked
 from wasmexec._sandbox.assets import GuestSources, guest_sources
+from wasmexec._sandbox.image_cache import CompiledImageCache, Progress, compile_wasm, locked
 from wasmexec._science import upstream
 from wasmexec._science.snapshot import build_snapshot
 
@@ -111,7 +111,7 @@ def _not_built(directory: Path, what: str) -> BuildError:
     )
 
 
-def export_stdlib(cache: ArtifactStore, target: Path) -> Path:
+def export_stdlib(cache: CompiledImageCache, target: Path) -> Path:
     """Writes the stdlib folder the guest reads into a shipped artifact directory (next to `cache.export`'s)."""
     source = stdlib_dir(cache)
     folder = target / source.name
@@ -128,7 +128,7 @@ def export_stdlib(cache: ArtifactStore, target: Path) -> Path:
     return folder
 
 
-def stdlib_dir(cache: ArtifactStore) -> Path:
+def stdlib_dir(cache: CompiledImageCache) -> Path:
     """The folder of what the guest reads at run time: ``lib/python315.zip`` (granted at
     ``/usr/local/lib``) and ``mpl-data/`` (matplotlib's data, extracted); in the cache dir."""
     name = f"science-stdlib-{upstream.STDLIB_ZIP_SHA256[:32]}"

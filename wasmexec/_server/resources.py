@@ -36,7 +36,7 @@ from mcp.types import (
 )
 
 from wasmexec._envelope import RunResult
-from wasmexec._state.artifacts import SharedArtifactStore
+from wasmexec._state.shared_artifacts import SharedArtifactStore
 from wasmexec._workspace.store import ArtifactStore, StoredArtifact
 
 URI_PREFIX = "wasmexec://runs/"

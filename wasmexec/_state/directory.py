@@ -5,7 +5,7 @@
 
     DIR/sessions/    sessions: sealed generations, owners, locks, PII vaults (`wasmexec._state.sessions`;
                      a session's vault is kept in its own directory, so it is removed with it)
-    DIR/artifacts/   the artifacts behind wasmexec:// resources (`wasmexec._state.artifacts`)
+    DIR/artifacts/   the artifacts behind wasmexec:// resources (`wasmexec._state.shared_artifacts`)
     DIR/vaults/      reserved (made, unused)
     DIR/approvals/   paused 2026 approvals: single-use nonces, idempotency records, call logs
 

@@ -50,7 +50,8 @@ from wasmexec._runctx.calllog import CANCELLED
 from wasmexec._runctx.journal import DIVERGED_HINT
 from wasmexec._runctx.runstate import RunState
 from wasmexec._runctx.toolhost import SPEC_VERSION, CallKind, HostCallError, encode_payload, internal_error
-from wasmexec._tools import approval, mcp_errors, resources
+from wasmexec._tools import approval, mcp_errors
+from wasmexec._tools import upstream_resources as resources
 from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
 from wasmexec._tools.config import Config, with_server_policy
 from wasmexec._tools.naming import export_names, module_names

@@ -23,8 +23,8 @@ from wasmexec._envelope import Artifact, StopReason
 from wasmexec._limits import Limits
 from wasmexec._workspace import artifacts as _artifacts
 from wasmexec._workspace import safefs
-from wasmexec._workspace.pool import RunDir, RunDirPool
 from wasmexec._workspace.quota import Quota
+from wasmexec._workspace.rundir_pool import RunDir, RunDirPool
 
 if TYPE_CHECKING:
     from wasmtime import WasiConfig

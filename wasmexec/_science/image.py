@@ -18,10 +18,10 @@ from wasmexec._exceptions import BuildError
 from wasmexec._process_default import process_default
 from wasmexec._profiles import Profile
 from wasmexec._sandbox import runtime as _runtime
-from wasmexec._sandbox.artifacts import ArtifactStore, Progress
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings
+from wasmexec._sandbox.image_cache import CompiledImageCache, Progress
 from wasmexec._sandbox.runtime import ImageRuntime
 from wasmexec._science import door, upstream
 from wasmexec._science.guest import ScienceGuest
@@ -68,7 +68,7 @@ class ScienceImage:
     engine = SCIENCE_ENGINE
 
     def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
-        self.artifacts = ArtifactStore(SnapshotBuilder(), cache_dir, progress)  # its image: `science_identity`
+        self.artifacts = CompiledImageCache(SnapshotBuilder(), cache_dir, progress)  # its image: `science_identity`
 
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ScienceGuest:
         """The snapshot compiled for `engine` and linked; a `BuildError` when not built."""

@@ -93,7 +93,7 @@ class ImageBuilder(Protocol):
     """The hex digest of the build's inputs (the sandbox image without ``sha256:``)."""
     builds_on_demand: bool
     """Whether a missing build or compiled form is made on first use, or is a `not_built` error
-    (made only inside `ArtifactStore.building`)."""
+    (made only inside `CompiledImageCache.building`)."""
 
     def manifest_name(self, short: str) -> str:
         """The manifest's file name for the image whose digest starts with `short` (32 hex digits)."""
@@ -132,7 +132,7 @@ class ImageBuilder(Protocol):
         ...
 
 
-class ArtifactStore:
+class CompiledImageCache:
     """Finds, builds (through its `ImageBuilder`) and compiles one image in one directory."""
 
     def __init__(self, builder: ImageBuilder, directory: Path | None = None, progress: Progress | None = None) -> None:
