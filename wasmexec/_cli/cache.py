@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from wasmexec._cli.options import CACHE_DIR_ENV, EXIT_OK, EXIT_SANDBOX, add_cache_dir_option
 
 if TYPE_CHECKING:
-    from wasmexec._sandbox.cachedir import Entry
+    from wasmexec._sandbox.cachedir import CacheEntry
 
 
 def add_cache_parser(commands: Any) -> None:
@@ -68,14 +68,14 @@ def command_cache(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def usage_lines(entries: Iterable[Entry]) -> list[str]:
+def usage_lines(entries: Iterable[CacheEntry]) -> list[str]:
     """One line per kind: this install's images, stale files (and how to remove them), other files."""
     from wasmexec._sandbox.cachedir import human
     from wasmexec._sandbox.registry import PROFILES
 
     labels = {**{profile: f"{profile} image (this install)" for profile in PROFILES},
               "stale": "stale (wasmexec cache clean removes them)", "other": "other files (kept)"}  # fmt: skip
-    kinds: dict[str, list[Entry]] = {kind: [] for kind in labels}
+    kinds: dict[str, list[CacheEntry]] = {kind: [] for kind in labels}
     for entry in entries:
         kinds[entry.kind].append(entry)
     lines = []
@@ -113,7 +113,7 @@ def command_clean(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _total(entries: Iterable[Entry]) -> str:
+def _total(entries: Iterable[CacheEntry]) -> str:
     from wasmexec._sandbox.cachedir import human
 
     return human(sum(entry.size for entry in entries))

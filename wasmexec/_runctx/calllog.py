@@ -30,7 +30,7 @@ MAX_ERROR_CHARS = 500
 
 
 @dataclass
-class _Call:
+class _TracedCall:
     server_id: str
     tool_name: str
     started: float
@@ -41,14 +41,14 @@ class _Call:
 class CallLog:
     """Thread-safe: the guest's thread opens calls, the broker's loop records their ends."""
 
-    _calls: dict[int, _Call] = field(default_factory=dict)
+    _calls: dict[int, _TracedCall] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _closed: bool = False
 
     def open(self, handle: int, server_id: str, tool_name: str) -> None:
         """A call was accepted and started (once per handle; a handle already known is left alone)."""
         with self._lock:
-            self._calls.setdefault(handle, _Call(server_id[:MAX_NAME_CHARS], tool_name[:MAX_NAME_CHARS],
+            self._calls.setdefault(handle, _TracedCall(server_id[:MAX_NAME_CHARS], tool_name[:MAX_NAME_CHARS],
                                                  time.monotonic()))  # fmt: skip
 
     def record(self, handle: int, *, ok: bool, error: str | None = None) -> bool:
@@ -69,7 +69,7 @@ class CallLog:
         with self._lock:
             if handle in self._calls:
                 return
-            call = _Call(server_id[:MAX_NAME_CHARS], tool_name[:MAX_NAME_CHARS], time.monotonic())
+            call = _TracedCall(server_id[:MAX_NAME_CHARS], tool_name[:MAX_NAME_CHARS], time.monotonic())
             call.entry = _entry(call, False, error)
             self._calls[handle] = call
 
@@ -92,7 +92,7 @@ class CallLog:
             return [call.entry for _, call in sorted(self._calls.items()) if call.entry is not None]
 
 
-def _entry(call: _Call, ok: bool, error: str | None) -> ToolTraceEntry:
+def _entry(call: _TracedCall, ok: bool, error: str | None) -> ToolTraceEntry:
     entry: ToolTraceEntry = {"server_id": call.server_id, "tool_name": call.tool_name,
                              "duration_ms": round((time.monotonic() - call.started) * 1000, 3), "ok": ok}  # fmt: skip
     if error is not None:

@@ -42,7 +42,7 @@ class Current:
 
 
 @dataclass(frozen=True)
-class Entry:
+class CacheEntry:
     """One file or folder of a cache directory."""
 
     path: Path
@@ -61,7 +61,7 @@ def current() -> Current:
     return Current({profile: registry.cache_files(profile) for profile in registry.PROFILES})
 
 
-def inventory(directory: Path, now: Current) -> list[Entry]:
+def inventory(directory: Path, now: Current) -> list[CacheEntry]:
     """Every entry of `directory`, sorted into kinds (empty when it does not exist)."""
     try:
         names = sorted(os.listdir(directory))
@@ -70,9 +70,9 @@ def inventory(directory: Path, now: Current) -> list[Entry]:
     return [_entry(directory / name, now) for name in names]
 
 
-def _entry(path: Path, now: Current) -> Entry:
+def _entry(path: Path, now: Current) -> CacheEntry:
     kind, why = _classify(path.name, now)
-    return Entry(path, _size(path), kind, why)
+    return CacheEntry(path, _size(path), kind, why)
 
 
 def _classify(name: str, now: Current) -> tuple[str, str]:
@@ -101,7 +101,7 @@ def _size(path: Path) -> int:
         return 0
 
 
-def clean(directory: Path, now: Current, dry_run: bool = False) -> list[Entry]:
+def clean(directory: Path, now: Current, dry_run: bool = False) -> list[CacheEntry]:
     """Removes the stale entries of `directory` (under its lock); returns them. Never touches the others.
 
     Raises:

@@ -345,7 +345,7 @@ class Broker:
         if run.progress is not None:
             run.progress(f"calling {entry.server_id}.{entry.tool_name}")
         run.calls.open(handle, entry.server_id, entry.tool_name)
-        call = _Call(run, handle, entry, arguments, given, kind)
+        call = _StartedCall(run, handle, entry, arguments, given, kind)
         future: Future[str] = self.portal.start_task_soon(self._call, call, decision)
         run.track(future)
         future.add_done_callback(lambda done: _completed(run, handle, _outcome(done)))
@@ -404,7 +404,7 @@ class Broker:
         """A call the sandbox refused before starting it (a cap, a size): audited like any other."""
         self._audit(run, server_id, tool_name, None, outcome=error.kind, approval="not_asked")
 
-    async def _call(self, call: _Call, decision: Decision) -> str:
+    async def _call(self, call: _StartedCall, decision: Decision) -> str:
         if decision == "approve":
             call.approval = "asked"  # until the answer comes: a run that ends meanwhile leaves it so
         try:
@@ -462,7 +462,7 @@ class Broker:
         except RuntimeError:  # the pool is closing: the shape is not worth keeping it open
             pass
 
-    def _answer(self, call: _Call, result: CallToolResult) -> Any:
+    def _answer(self, call: _StartedCall, result: CallToolResult) -> Any:
         """What the guest gets: the whole result when it asked for it raw, else the unwrapped value
         (isError raises). A tool without an output schema has the shape of the value remembered."""
         raw = call.kind == "tool-raw"
@@ -498,7 +498,7 @@ class Broker:
         if delay > 0:
             await anyio.sleep(delay)
 
-    async def _approved_before(self, call: _Call) -> str | HostCallError | None:
+    async def _approved_before(self, call: _StartedCall) -> str | HostCallError | None:
         """For the call a replay's user answered: records its start in the shared store before it runs
         (None: go ahead), or gives its recorded outcome; an error if a replica that died had started it."""
         journal = call.run.journal
@@ -518,7 +518,9 @@ class Broker:
             "Check whether it took effect, then call run_python again if it is still needed.",
         )  # fmt: skip
 
-    def _end(self, call: _Call, *, text: str = "", error: HostCallError | None = None, cancelled: bool = False) -> None:
+    def _end(
+        self, call: _StartedCall, *, text: str = "", error: HostCallError | None = None, cancelled: bool = False
+    ) -> None:
         """Writes the call's trace entry and audit line; a call the run already closed stays cancelled."""
         journal = call.run.journal
         if call.guarded and not cancelled and journal is not None and journal.guard is not None:
@@ -555,7 +557,7 @@ class Broker:
 
 
 @dataclass
-class _Call:
+class _StartedCall:
     """One started call, as the event loop sees it until it ends."""
 
     run: RunState

@@ -23,7 +23,7 @@ NEEDS_APPROVAL_NOTE: Final = (
 
 
 @dataclass(frozen=True)
-class Param:
+class StubParam:
     """One input property as a function parameter."""
 
     name: str
@@ -36,7 +36,7 @@ class Param:
     schema: Any
 
 
-def parameters_of(tool: Mapping[str, Any], writer: StubWriter | None) -> list[Param]:
+def parameters_of(tool: Mapping[str, Any], writer: StubWriter | None) -> list[StubParam]:
     """One parameter per input property: required ones first, schema order within each group."""
     root = tool.get("inputSchema")
     schema = resolve(root, root)
@@ -47,10 +47,10 @@ def parameters_of(tool: Mapping[str, Any], writer: StubWriter | None) -> list[Pa
     return sorted(params, key=lambda p: not p.required)
 
 
-def _param(key: str, schema: Any, required: bool, ctx: Context) -> Param:
+def _param(key: str, schema: Any, required: bool, ctx: Context) -> StubParam:
     view = ref_view(schema, ctx.root)
     enum = view.get("enum")
-    return Param(
+    return StubParam(
         name=key,
         python_name=key if is_python_name(key) else None,
         kind=schema_type(schema, ctx, key),
@@ -116,7 +116,7 @@ def tool_parameters(tool: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [_parameter_entry(p) for p in parameters_of(tool, None)]
 
 
-def _parameter_entry(param: Param) -> dict[str, Any]:
+def _parameter_entry(param: StubParam) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": param.name,
         "python_name": param.python_name,
@@ -149,7 +149,7 @@ def tool_signature(export_name: str, tool: Mapping[str, Any]) -> str:
     return signature_line(export_name, parameters_of(tool, None), returns)
 
 
-def signature_line(export_name: str, params: list[Param], returns: PyType) -> str:
+def signature_line(export_name: str, params: list[StubParam], returns: PyType) -> str:
     """``async def name(...) -> T`` from parameters already made."""
     named = [p for p in params if p.python_name]
     parts = [f"{p.python_name}: {p.kind.text}" for p in named if p.required]
@@ -161,13 +161,13 @@ def signature_line(export_name: str, params: list[Param], returns: PyType) -> st
     return f"async def {export_name}({', '.join(parts)}) -> {returns.text}"
 
 
-def _optional_parameter(param: Param) -> str:
+def _optional_parameter(param: StubParam) -> str:
     if param.default is MISSING or param.default is None:
         return f"{param.python_name}: {union([param.kind, NONE]).text} = None"
     return f"{param.python_name}: {param.kind.text} = {param.default!r}"
 
 
-def _extra_name(params: list[Param]) -> str:
+def _extra_name(params: list[StubParam]) -> str:
     taken = {p.name for p in params}
     name = "extra"
     while name in taken:
@@ -195,7 +195,7 @@ def tool_docstring(
 def docstring_text(
     export_name: str,
     tool: Mapping[str, Any],
-    params: list[Param],
+    params: list[StubParam],
     writer: StubWriter | None,
     observed: Any = None,
     needs_approval: bool = False,
@@ -220,13 +220,13 @@ def _summary(tool: Mapping[str, Any]) -> str:
     return f"{first}\n\n{rest.strip()}" if rest.strip() else first
 
 
-def _args_section(params: list[Param]) -> str:
+def _args_section(params: list[StubParam]) -> str:
     if not params:
         return ""
     return "Args:\n" + "\n".join(f"    {_arg_line(p)}" for p in params)
 
 
-def _arg_line(param: Param) -> str:
+def _arg_line(param: StubParam) -> str:
     facts = [param.kind.text, "required" if param.required else "optional"]
     if param.default is not MISSING:
         facts.append(f"default {param.default!r}")
@@ -274,7 +274,7 @@ def _keys_note(schema: Any, writer: StubWriter | None) -> str:
     return f" with keys {', '.join(keys)}" if keys else ""
 
 
-def _example_section(export_name: str, tool: Mapping[str, Any], params: list[Param]) -> str:
+def _example_section(export_name: str, tool: Mapping[str, Any], params: list[StubParam]) -> str:
     root = tool.get("inputSchema")
     required = [p for p in params if p.required]
     args = [f"{p.python_name}={example_payload(p.schema, root)!r}" for p in required if p.python_name]
