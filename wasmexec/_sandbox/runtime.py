@@ -165,6 +165,11 @@ class ImageRuntime(Generic[G]):
         """How a run drives the image in one limit mode (`wasmexec._sandbox.guest`); built or loaded on first use."""
         return self._guests.get(fuel)
 
+    def prepare(self, fuel: bool) -> G:
+        """The same as `guest` (its engine, compiled form, linker and ticker): the name before images were
+        plug-ins, kept because `Runtime` is public."""
+        return self.guest(fuel)
+
     def _load(self, fuel: bool) -> G:
         engine = make_engine(fuel, self.image.engine)
         return self.image.load(engine, engine_key(fuel, self.image.engine), EpochTicker(engine), fuel)
