@@ -168,9 +168,12 @@ def _call_during(replica: Replica, mode: str, code: str, during: Callable[[], No
                             await anyio.to_thread.run_sync(during)
                         except BaseException as exc:  # kept apart from what the transport raises below
                             outcome["during"] = exc
-            except Exception:  # closing the session of a server that has exited: expected once it was signalled
+            except Exception as exc:  # closing the session of a server that has exited: expected once signalled
                 if "signalled" not in outcome or "during" in outcome:
                     raise
+                # The transport saw the server go before the call returned (the call's task was cancelled with
+                # the session): that is what the call got.
+                outcome.setdefault("result", exc)
 
     anyio.run(main)
     if "during" in outcome:
