@@ -33,6 +33,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from typing_extensions import Unpack
+
 from wasmexec._envelope import Artifact
 from wasmexec._state.directory import remove_now
 from wasmexec._state.key import SealError, StateKey
@@ -45,15 +47,8 @@ from wasmexec._state.sealed import (
     write_sealed,
 )
 from wasmexec._workspace import safefs
-from wasmexec._workspace.store import (
-    DEFAULT_MAX_AGE_S,
-    DEFAULT_MAX_ARTIFACTS,
-    DEFAULT_MAX_BYTES,
-    ArtifactStore,
-    StoredArtifact,
-)
+from wasmexec._workspace.store import RUN_ID, ArtifactStore, RetentionBounds, StoredArtifact
 
-_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: An index lists at most the store's artifacts; its JSON stays far below this.
 _MAX_INDEX_BYTES = 16 * 1024 * 1024
@@ -70,20 +65,17 @@ class SharedArtifactStore(ArtifactStore):
         directory: str | os.PathLike[str],
         key: StateKey,
         *,
-        max_artifacts: int = DEFAULT_MAX_ARTIFACTS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
-        max_age_s: float = DEFAULT_MAX_AGE_S,
         timer: Callable[[], float] = time.time,
+        **bounds: Unpack[RetentionBounds],
     ) -> None:
         """
         Args:
             directory: ``DIR/artifacts`` of the state directory (made 0700 if missing).
             key: the state key (the same on every replica).
-            max_artifacts, max_bytes, max_age_s: bounds over the whole directory (`ArtifactStore`).
             timer: the wall clock of `max_age_s` (replicas compare its values).
+            bounds: `ArtifactStore`'s retention bounds, over the whole directory.
         """
-        super().__init__(directory, max_artifacts=max_artifacts, max_bytes=max_bytes, max_age_s=max_age_s,
-                         timer=timer)  # fmt: skip
+        super().__init__(directory, timer=timer, **bounds)
         self.root = Path(directory)
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._sealer = key.sealer("artifacts")
@@ -92,7 +84,7 @@ class SharedArtifactStore(ArtifactStore):
     def put(self, run_id: str, workspace: int | str | os.PathLike[str], artifacts: Sequence[Artifact],
             *, move: bool = False) -> list[StoredArtifact]:  # fmt: skip
         """Seals the files `artifacts` names into the run's directory (see `ArtifactStore.put`)."""
-        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
             raise ValueError(f"run_id must be 1-128 letters, digits, '-' or '_', got {run_id!r}")
         total = sum(int(a["size"]) for a in artifacts)
         if not artifacts or len(artifacts) > self.max_artifacts or total > self.max_bytes:
@@ -157,7 +149,7 @@ class SharedArtifactStore(ArtifactStore):
     # -- owners ------------------------------------------------------------------------------
     def set_owner(self, run_id: str, caller: str | None) -> None:
         """Records who ran `run_id` (until then, nobody lists or reads its artifacts)."""
-        if _RUN_ID.fullmatch(run_id) and (self.root / run_id).is_dir():
+        if RUN_ID.fullmatch(run_id) and (self.root / run_id).is_dir():
             try:
                 write_sealed(self.root / run_id / "owner", (caller or "").encode(), self._sealer,
                              _bound(run_id, "owner"))  # fmt: skip
@@ -166,7 +158,7 @@ class SharedArtifactStore(ArtifactStore):
 
     def owned_by(self, run_id: str, caller: str | None) -> bool:
         """Whether `caller` ran `run_id` (False for an unknown run, or one whose owner does not open)."""
-        if not _RUN_ID.fullmatch(run_id):
+        if not RUN_ID.fullmatch(run_id):
             return False
         try:
             owner = read_sealed(self.root / run_id / "owner", self._sealer, _bound(run_id, "owner"), _MAX_OWNER_BYTES)
@@ -193,7 +185,7 @@ class SharedArtifactStore(ArtifactStore):
         Raises:
             KeyError: no such run or path is kept (never was, evicted, or its index does not open).
         """
-        artifact = self._index(run_id).get(path) if _RUN_ID.fullmatch(run_id) else None
+        artifact = self._index(run_id).get(path) if RUN_ID.fullmatch(run_id) else None
         if artifact is None:
             raise KeyError(f"no artifact {path!r} of run {run_id!r} is kept (unknown, or evicted)")
         if artifact.stored_at < self._timer() - self.max_age_s:
@@ -224,7 +216,7 @@ class SharedArtifactStore(ArtifactStore):
 
     def forget(self, run_id: str) -> None:
         """Drops every artifact of a run (nothing happens for an unknown run)."""
-        if _RUN_ID.fullmatch(run_id):
+        if RUN_ID.fullmatch(run_id):
             remove_now(self.root / run_id, self.root)
 
     def close(self) -> None:
@@ -264,7 +256,7 @@ def _runs_on_disk(root: Path) -> list[tuple[str, float]]:
     try:
         with os.scandir(root) as entries:
             for entry in entries:
-                if _RUN_ID.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                if RUN_ID.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                     runs.append((entry.name, _mtime(Path(entry.path) / "used")))
     except OSError:
         return []

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from wasmexec._envelope import Artifact
 from wasmexec._workspace import safefs
@@ -34,7 +35,16 @@ DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 #: An hour: a conversation's follow-up questions, not an archive.
 DEFAULT_MAX_AGE_S = 3600.0
 
-_RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+#: A run id as the stores accept it (a directory name that is never a path).
+RUN_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+class RetentionBounds(TypedDict, total=False):
+    """`ArtifactStore`'s retention bounds, for stores built on it to pass along unchanged."""
+
+    max_artifacts: int
+    max_bytes: int
+    max_age_s: float
 
 
 @dataclass(frozen=True)
@@ -105,7 +115,7 @@ class ArtifactStore:
         Raises:
             ValueError: `run_id` is not 1-128 letters, digits, ``-`` or ``_``.
         """
-        if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
             raise ValueError(f"run_id must be 1-128 letters, digits, '-' or '_', got {run_id!r}")
         total = sum(int(a["size"]) for a in artifacts)
         if not artifacts or len(artifacts) > self.max_artifacts or total > self.max_bytes:
