@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from wasmexec import validate_run_result
@@ -97,8 +100,6 @@ def python_allocations() -> Iterator[Callable[[], int]]:
 
 def descendants(pid: int) -> set[int]:
     """The pids of every process under `pid` (children, their children, ...), read from /proc."""
-    from pathlib import Path
-
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -124,6 +125,32 @@ def wait_until(ready: Callable[[], bool], what: str, timeout: float = 60.0) -> N
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def start_serve_http(options: Sequence[str], env: dict[str, str], stderr: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Starts ``python -m wasmexec serve --http`` on a free loopback port with `options`, its stderr written to
+    `stderr`; returns the process and the port without waiting (`wait_for_health` does)."""
+    port = free_port()
+    command = [sys.executable, "-m", "wasmexec", "serve", "--http", "--port", str(port), *options]
+    with stderr.open("ab") as errors:
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+    return process, port
+
+
+def wait_for_health(port: int, process: subprocess.Popen[bytes], stderr: Path, timeout: float = 60.0) -> None:
+    """Until the server's /healthz answers 200 (the server is made; its port accepts connections earlier);
+    fails with its stderr when it exits first or `timeout` passes."""
+    import urllib.request
+
+    def healthy() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return process.poll() is not None
+
+    wait_until(healthy, f"the server on port {port} to answer /healthz", timeout)
+    assert process.poll() is None, f"the server exited: {stderr.read_text()}"
 
 
 def serve_options() -> set[str]:

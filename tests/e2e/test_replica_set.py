@@ -34,7 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitResult
 
-from tests.helpers import data_of, free_port, haproxy, wait_until
+from tests.helpers import data_of, free_port, haproxy, start_serve_http, wait_for_health, wait_until
 from tests.integration.conftest import SERVERS, child_env
 from wasmexec import Runtime
 from wasmexec._server.resources import artifact_uri
@@ -138,14 +138,11 @@ def _start_replica(replica_set: ReplicaSet, name: str, runtime: Runtime, flags: 
                               "env": {"LEDGER_PATH": str(replica_set.ledger)}},
                    "awkward-names": {"command": sys.executable, "args": [str(SERVERS / "awkward.py")]}}  # fmt: skip
         config.write_text(json.dumps({"mcpServers": servers}))
-    port = free_port()
     env = {**os.environ, **child_env(WASMEXEC_CACHE_DIR=str(runtime.artifacts.directory), TMPDIR=str(tmp),
                                      XDG_STATE_HOME=str(replica_set.root / name / "state"))}  # fmt: skip
-    command = [sys.executable, "-m", "wasmexec", "serve", "--http", "--port", str(port), "--replica-id", name,
-               "--config", str(config), "--audit-log", str(replica_set.audit), "--timeout-ms", "120000",
-               "--drain-timeout", "60", *flags]  # fmt: skip
-    with (replica_set.root / name / "stderr").open("wb") as stderr:
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    options = ["--replica-id", name, "--config", str(config), "--audit-log", str(replica_set.audit), "--timeout-ms",
+               "120000", "--drain-timeout", "60", *flags]  # fmt: skip
+    process, port = start_serve_http(options, env, replica_set.root / name / "stderr")
     replica_set.processes.append(process)
     replica = Replica(name, port, tmp, process)
     replica_set.replicas[name] = replica
@@ -166,13 +163,6 @@ def haproxy_config(proxy_port: int, replicas: dict[str, int]) -> str:
     # Its log (haproxy.log beside the test's files) says where each request went and why.
     text = text.replace("\nglobal\n", "\nglobal\n    log stdout format raw local0 info\n", 1)
     return text.replace("\ndefaults\n", "\ndefaults\n    log global\n    option httplog\n", 1)
-
-
-def _healthy(url: str) -> int | None:
-    try:
-        return httpx2.get(url, timeout=5, trust_env=False).status_code
-    except httpx2.HTTPError:
-        return None
 
 
 @pytest.fixture
@@ -203,10 +193,7 @@ def replica_set(tmp_path: Path, runtime: Runtime) -> Iterator[ReplicaSet]:
 
 
 def _wait_for_replica(replica: Replica, root: Path) -> None:
-    health = replica.url.removesuffix("/mcp") + "/healthz"
-    wait_until(lambda: _healthy(health) == 200 or replica.process.poll() is not None, f"{replica.name} to answer",
-               START_S)  # fmt: skip
-    assert replica.process.poll() is None, (root / replica.name / "stderr").read_text()
+    wait_for_health(replica.port, replica.process, root / replica.name / "stderr", START_S)
 
 
 def _wait_for_both_behind_the_proxy(replica_set: ReplicaSet) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import CallToolResult, ElicitResult, InputRequiredResult
 
-from tests.helpers import data_of, error_of, free_port
+from tests.helpers import data_of, error_of, start_serve_http, wait_for_health
 from tests.integration.conftest import SERVERS
 from wasmexec import Runtime, validate_run_result
 
@@ -52,22 +51,14 @@ def shared(tmp_path_factory: pytest.TempPathFactory, runtime: Runtime) -> dict[s
 @contextmanager
 def _replica(shared: dict[str, Any], name: str, *options: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """One `serve --http` replica on the shared state dir and key; yields its URL and process."""
-    port = free_port()
-    command = [sys.executable, "-m", "wasmexec", "serve", "--http", "--port", str(port), "--timeout-ms", "20000",
-               "--config", str(shared["config"]), "--audit-log", str(shared["tmp"] / f"audit-{name}.jsonl"),
-               "--state-dir", str(shared["state"]), "--state-key-file", str(shared["key"]), *options]  # fmt: skip
+    options = ["--timeout-ms", "20000", "--config", str(shared["config"]), "--audit-log",
+               str(shared["tmp"] / f"audit-{name}.jsonl"), "--state-dir", str(shared["state"]), "--state-key-file",
+               str(shared["key"]), *options]  # fmt: skip
     env = {**os.environ, "WASMEXEC_CACHE_DIR": str(shared["cache"]), "XDG_STATE_HOME": str(shared["tmp"] / "xdg")}
-    with (shared["tmp"] / f"replica-{name}.log").open("ab") as log:
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    stderr = shared["tmp"] / f"replica-{name}.log"
+    process, port = start_serve_http(options, env, stderr)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and process.poll() is None, f"replica {name} did not start"
-                time.sleep(0.05)
+        wait_for_health(port, process, stderr)
         yield f"http://127.0.0.1:{port}/mcp", process
     finally:
         if process.poll() is None:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.types import ResourceLink
 
-from tests.helpers import data_of, free_port
+from tests.helpers import data_of, start_serve_http, wait_for_health
 from tests.integration.conftest import SERVERS
 from wasmexec import Runtime
 
@@ -62,25 +61,13 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @contextmanager
 def replica(runtime: Runtime, state: Path, shared: dict[str, Path], *options: str) -> Iterator[Replica]:
     """A replica on `state`, stopped (SIGTERM) at the end unless the test killed it."""
-    port = free_port()
-    command = [sys.executable, "-m", "wasmexec", "serve", "--http", "--port", str(port), "--no-audit",
-               "--timeout-ms", "30000", "--state-dir", str(state), "--state-key-file", str(shared["key"]),
-               "--config", str(shared["config"]), "--pii", "tokenize", *options]  # fmt: skip
+    options = ["--no-audit", "--timeout-ms", "30000", "--state-dir", str(state), "--state-key-file",
+               str(shared["key"]), "--config", str(shared["config"]), "--pii", "tokenize", *options]  # fmt: skip
     env = {**os.environ, "WASMEXEC_CACHE_DIR": str(runtime.artifacts.directory), "TMPDIR": str(shared["root"] / "tmp")}
-    stderr = state.parent / f"replica-{port}.err"
-    with stderr.open("wb") as errors:
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=errors)
+    stderr = state.parent / f"replica-{secrets.token_hex(4)}.err"
+    process, port = start_serve_http(options, env, stderr)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:  # /healthz answers once the server is made (the port accepts connections earlier)
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise AssertionError(f"replica did not listen: {stderr.read_text()}") from None
-                time.sleep(0.05)
+        wait_for_health(port, process, stderr)
         yield Replica(process, f"http://127.0.0.1:{port}/mcp", stderr)
     finally:
         if process.poll() is None:

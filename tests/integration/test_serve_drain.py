@@ -26,7 +26,7 @@ import pytest
 from mcp import Client
 from mcp.types import ElicitResult
 
-from tests.helpers import free_port, wait_until
+from tests.helpers import start_serve_http, wait_for_health, wait_until
 from tests.integration.conftest import SERVERS, child_env
 from wasmexec import Runtime
 from wasmexec._server.shutdown import STOP_GRACE_S
@@ -80,17 +80,13 @@ def serve(tmp_path: Path, runtime: Runtime) -> Iterator[Callable[..., Replica]]:
         config = tmp_path / "mcp.json"
         awkward = {"command": sys.executable, "args": [str(SERVERS / "awkward.py")]}
         config.write_text(json.dumps({"mcpServers": {"awkward-names": awkward}}))
-        port = free_port()
         env = {**os.environ, **child_env(WASMEXEC_CACHE_DIR=str(runtime.artifacts.directory), TMPDIR=str(tmp),
                                          XDG_STATE_HOME=str(state))}  # fmt: skip
-        command = [sys.executable, "-m", "wasmexec", "serve", "--http", "--port", str(port), "--config", str(config),
-                   "--timeout-ms", "120000", "--replica-id", REPLICA, *options]  # fmt: skip
-        with (tmp_path / "stderr").open("wb") as stderr:
-            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        options = ("--config", str(config), "--timeout-ms", "120000", "--replica-id", REPLICA, *options)
+        process, port = start_serve_http(options, env, tmp_path / "stderr")
         replica = Replica(process, port, tmp, state)
         started.append(replica)
-        wait_until(lambda: _health(replica) is not None or process.poll() is not None, "the server to answer")
-        assert process.poll() is None, (tmp_path / "stderr").read_text()
+        wait_for_health(port, process, tmp_path / "stderr")
         return replica
 
     yield start
