@@ -32,6 +32,7 @@ import json
 import math
 import os
 import select
+import shutil
 import statistics
 import subprocess
 import sys
@@ -319,7 +320,7 @@ class Bench:
             self.note_system("pyodide", f"could not start: {exc}")
             return None
         self.closers.append(worker.close)
-        self.closers.append(lambda: snapshot.unlink(missing_ok=True))
+        self.closers.append(lambda: shutil.rmtree(snapshot.parent, ignore_errors=True))
         self.machine["pyodide_worker"] = worker.ready
         worker.request(op="fresh", code=TRIVIAL)  # warm-up
         return worker
