@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +251,48 @@ def test_no_spare_is_made_while_other_runs_are_going(spared: Sandbox) -> None:
     assert spared.spares.stats().skipped == 1
     spared.spares.refill(key)
     assert spared.spares.wait_ready(key, 30)
+
+
+def test_the_used_store_is_closed_off_the_runs_thread(spared: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    closed_on: list[str] = []
+    done = threading.Event()
+    original = LiveInstance.close
+
+    def close(self: LiveInstance) -> None:
+        closed_on.append(threading.current_thread().name)
+        original(self)
+        done.set()
+
+    monkeypatch.setattr(LiveInstance, "close", close)
+    _ready(spared)
+    assert data_of(spared.run_sync("result = 4")) == 4
+    assert done.wait(30)
+    assert closed_on[0] == "wasmexec-spares"
+
+
+@contextmanager
+def _seconds_left(seconds: float) -> Iterator[Callable[[], float]]:
+    """The seconds left until a deadline, for waits on a condition (never negative)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    yield lambda: max(0.0, deadline - time.monotonic())
+
+
+def test_runs_that_find_no_spare_ready_get_more_kept_up_to_the_ceiling(runtime: Runtime) -> None:
+    key = SpareKey(True, LIMITS.memory_bytes, False)
+    for ceiling, kept in ((2, 2), (1, 1)):
+        spares = Spares(runtime, ceiling, default_pool())
+        try:
+            assert spares.take(key) is None  # the first run of a kind: none was ordered
+            spares.refill(key)
+            assert spares.take(key, busy=True) is None  # came before it was ready: keep one more
+            spares.refill(key)
+            with _seconds_left(30) as left, spares._lock:  # until none is being made
+                while spares._pending.get(key) and spares._lock.wait(left()):
+                    pass
+            assert spares.stats().ready == kept
+        finally:
+            spares.close()
