@@ -296,3 +296,29 @@ def test_runs_that_find_no_spare_ready_get_more_kept_up_to_the_ceiling(runtime: 
             assert spares.stats().ready == kept
         finally:
             spares.close()
+
+
+@pytest.mark.parametrize("core_free", [True, False])
+def test_runs_faster_than_spares_order_one_at_take_with_a_free_core_and_skip_without(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, core_free: bool
+) -> None:
+    from wasmexec._sandbox import spares as spares_module
+
+    monkeypatch.setattr(spares_module, "_core_free", lambda: core_free)
+    key = SpareKey(True, LIMITS.memory_bytes, False)
+    spares = Spares(runtime, 1, default_pool())
+    try:
+        spares.fill(key)
+        assert spares.wait_ready(key, 30)
+        spares._make_s = 60.0  # making a spare takes longer than any gap between these runs
+        spares.refill(key)  # a run ended
+        assert spares.take(key) is not None  # the next one came at once: a hit, and too fast
+        if core_free:
+            assert spares.wait_ready(key, 30)  # ordered at take: made while the run goes on
+        else:
+            assert spares.stats().ready == 0
+            spares.refill(key)  # the run ended: no core free, so no spare either
+            assert not spares.wait_ready(key, 5)
+            assert spares.stats().skipped == 1
+    finally:
+        spares.close()

@@ -11,7 +11,8 @@ The policy (measured in ``/work/shared/notes/warm-spares.md``, `benchmarks/bench
 ``/work/briefs/results-hostpath.md``):
 
 - the next spare is ordered when a run ends, to be made in the gap before the next run; when runs
-  come faster than that (the gaps between them are shorter than making a spare takes), the moment
+  come faster than that (the gaps between them are shorter than making a spare takes) and a core
+  is idle, the moment
   a run takes one (or finds none), so it is made while that run goes on, on the other core, and
   runs back to back find one ready as often as making one keeps up (ordered at take always, the
   spare's making slowed every run down on a busy machine);
@@ -19,8 +20,10 @@ The policy (measured in ``/work/shared/notes/warm-spares.md``, `benchmarks/bench
   (up to the sandbox's `count`, the operator's ceiling) while runs keep finding none ready, fewer
   again while they leave spares unused; for at most `MAX_KEYS` kinds (the least recently used
   kind's spares are dropped);
-- none made while other runs of the sandbox are still going: the spare would take CPU from them
-  (measured: parallel runs lost a quarter of their throughput); the run that ends last orders it;
+- on a saturated machine (no core left idle by the load average) and runs too fast for a spare
+  to be ready in time, three refills in four are skipped, as are all while other runs of the
+  sandbox are still going: the spare would take CPU from them (measured: parallel runs lost a
+  quarter of their throughput); the run that ends last orders it;
 - a spare whose warm-up failed is discarded; all are closed before the interpreter exits
   (WASI output callbacks finalized at exit crash the process).
 
@@ -34,6 +37,7 @@ without `close` takes its spares with it.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import weakref
@@ -63,6 +67,8 @@ _SHRINK_AFTER = 8
 _MAX_TIMED = 64
 #: Weight of the newest sample in the moving averages of gaps between runs and of making a spare.
 _SMOOTHING = 0.3
+#: While runs come too fast and no core is free, one refill in this many is made anyway (the load may drop).
+_PROBE_EVERY = 4
 #: How long the exit hook waits for a spare being made to finish (then closes it).
 _EXIT_WAIT_S = 10.0
 
@@ -132,6 +138,7 @@ class Spares:
         self._last_end: dict[SpareKey, float] = {}
         self._gap_s: dict[SpareKey, float] = {}
         self._make_s: float | None = None
+        self._skips: dict[SpareKey, int] = {}
         self._stats = SpareStats()
         self._closed = count == 0
         if count:
@@ -165,10 +172,10 @@ class Spares:
                 if wanted is not None:  # runs of this kind come faster than spares are ready: keep one more
                     wanted += 1
             if len(self._wanted) >= _MAX_TIMED and key not in self._wanted:
-                for timings in (self._wanted, self._unused, self._last_end, self._gap_s):
+                for timings in (self._wanted, self._unused, self._last_end, self._gap_s, self._skips):
                     timings.clear()  # many kinds of run (client-chosen limits): start over
             self._wanted[key] = min(self.count, wanted or 1)
-        if early and not busy:  # runs come faster than spares: make the next one while this run goes on
+        if early and not busy and _core_free():  # runs come faster than spares: make one while this run goes on
             self.fill(key)
         return spare
 
@@ -177,9 +184,16 @@ class Spares:
         still going (`busy`: the spare would take CPU from them; the run that ends last orders it)."""
         with self._lock:
             self._last_end[key] = time.monotonic()
-            if busy:
+            gap = self._gap_s.get(key)
+            too_fast = gap is not None and self._make_s is not None and gap < self._make_s
+            # No core free and runs too fast for a spare to be ready: it would only take CPU from them
+            # (one in `_PROBE_EVERY` is made anyway: the time to make one is measured again).
+            skip = too_fast and self._skips.get(key, 0) < _PROBE_EVERY - 1 and not _core_free()
+            if busy or skip:
+                self._skips[key] = self._skips.get(key, 0) + 1 if skip else self._skips.get(key, 0)
                 self._stats.skipped += 1
                 return
+            self._skips[key] = 0
         self.fill(key)
 
     def fill(self, key: SpareKey) -> None:
@@ -277,6 +291,15 @@ class Spares:
             run_dir = spare.run_dir
         if run_dir is not None:
             self._pool.release(run_dir)  # removed, never handed to another run
+
+
+def _core_free() -> bool:
+    """Whether a core is likely idle (the 1-minute load average leaves one): only then does a spare made
+    alongside the runs not slow them down."""
+    try:
+        return os.getloadavg()[0] + 1 <= (os.cpu_count() or 1)
+    except OSError:
+        return True
 
 
 def _smoothed(average: float | None, sample: float) -> float:
