@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +251,74 @@ def test_no_spare_is_made_while_other_runs_are_going(spared: Sandbox) -> None:
     assert spared.spares.stats().skipped == 1
     spared.spares.refill(key)
     assert spared.spares.wait_ready(key, 30)
+
+
+def test_the_used_store_is_closed_off_the_runs_thread(spared: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    closed_on: list[str] = []
+    done = threading.Event()
+    original = LiveInstance.close
+
+    def close(self: LiveInstance) -> None:
+        closed_on.append(threading.current_thread().name)
+        original(self)
+        done.set()
+
+    monkeypatch.setattr(LiveInstance, "close", close)
+    _ready(spared)
+    assert data_of(spared.run_sync("result = 4")) == 4
+    assert done.wait(30)
+    assert closed_on[0] == "wasmexec-spares"
+
+
+@contextmanager
+def _seconds_left(seconds: float) -> Iterator[Callable[[], float]]:
+    """The seconds left until a deadline, for waits on a condition (never negative)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    yield lambda: max(0.0, deadline - time.monotonic())
+
+
+def test_runs_that_find_no_spare_ready_get_more_kept_up_to_the_ceiling(runtime: Runtime) -> None:
+    key = SpareKey(True, LIMITS.memory_bytes, False)
+    for ceiling, kept in ((2, 2), (1, 1)):
+        spares = Spares(runtime, ceiling, default_pool())
+        try:
+            assert spares.take(key) is None  # the first run of a kind: none was ordered
+            spares.refill(key)
+            assert spares.take(key, busy=True) is None  # came before it was ready: keep one more
+            spares.refill(key)
+            with _seconds_left(30) as left, spares._lock:  # until none is being made
+                while spares._pending.get(key) and spares._lock.wait(left()):
+                    pass
+            assert spares.stats().ready == kept
+        finally:
+            spares.close()
+
+
+@pytest.mark.parametrize("core_free", [True, False])
+def test_runs_faster_than_spares_order_one_at_take_with_a_free_core_and_skip_without(
+    runtime: Runtime, monkeypatch: pytest.MonkeyPatch, core_free: bool
+) -> None:
+    from wasmexec._sandbox import spares as spares_module
+
+    monkeypatch.setattr(spares_module, "_core_free", lambda: core_free)
+    key = SpareKey(True, LIMITS.memory_bytes, False)
+    spares = Spares(runtime, 1, default_pool())
+    try:
+        spares.fill(key)
+        assert spares.wait_ready(key, 30)
+        spares._make_s = 60.0  # making a spare takes longer than any gap between these runs
+        spares.refill(key)  # a run ended
+        assert spares.take(key) is not None  # the next one came at once: a hit, and too fast
+        if core_free:
+            assert spares.wait_ready(key, 30)  # ordered at take: made while the run goes on
+        else:
+            assert spares.stats().ready == 0
+            spares.refill(key)  # the run ended: no core free, so no spare either
+            assert not spares.wait_ready(key, 5)
+            assert spares.stats().skipped == 1
+    finally:
+        spares.close()

@@ -121,8 +121,9 @@ class LiveInstance:
         return self.store.get_fuel()
 
     def stop(self) -> None:
-        """Unbinds the run's output (the guest has stopped: nothing more may reach the run's logs)."""
+        """Unbinds the run (the guest has stopped: nothing more may reach the run's logs or state)."""
         self.stdout.target = self.stderr.target = None
+        self._decision.decide = _no_run_yet
 
     def close(self) -> None:
         """Drops the instance. Never while the interpreter exits: WASI output callbacks finalized then

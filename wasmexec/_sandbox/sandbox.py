@@ -117,13 +117,14 @@ class Sandbox:
             profile: the guest image, by its name in `wasmexec._sandbox.registry`: default, or science
                 (numpy, pandas, matplotlib; built beforehand with ``wasmexec build --profile science``).
                 None: the runtime's, else the default one.
-            spares: instances made and warmed up ahead of time, per kind of run, on a background
-                thread after each run (`wasmexec._sandbox.spares`): a run that finds one ready skips
+            spares: the most instances made and warmed up ahead of time per kind of run, on a
+                background thread (`wasmexec._sandbox.spares`; one, more while runs find none
+                ready): a run that finds one ready skips
                 instantiation (a trivial default-image run: about a third of the time). Each is used by
                 one run and dropped, so every run still starts fresh. Each ready spare holds about
                 1.5 MiB (default image) or 3 MiB (science) of memory and no CPU; 0 turns them off.
-                Runs in place (`workspace=`), with another `skills` directory, or arriving while
-                others run or faster than spares can be made, use fresh instances as without spares.
+                Runs in place (`workspace=`), with another `skills` directory, or finding none ready
+                use fresh instances as without spares; none is made while other runs go on.
                 Hits and misses: `spares.stats()`.
         """
         self.limits = limits or Limits()
@@ -371,7 +372,7 @@ class Sandbox:
         try:
             with self._slots:
                 try:
-                    spare = self.spares.take(spare_key) if spare_key is not None else None
+                    spare = self.spares.take(spare_key, self._others_running()) if spare_key is not None else None
                     result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state,
                                                  workspace, spare)  # fmt: skip
                     if workspace is not None and result["artifacts"]:
@@ -389,13 +390,17 @@ class Sandbox:
             with self._running_lock:
                 self._running -= 1
                 busy = self._running > 0
-            if spare_key is not None:
-                self.spares.refill(spare_key, busy)  # after the run, off its path: the next one may find it ready
+            if spare_key is not None:  # the last run to end orders what runs that overlapped it did not
+                self.spares.refill(spare_key, busy)
         if state.interruption is not None:
             # A KeyboardInterrupt a handler of yours raised inside a wasmtime callback was caught there (it
             # must not cross into wasmtime) and stopped the run as cancelled; it is raised now, audited.
             raise state.interruption
         return result
+
+    def _others_running(self) -> bool:
+        with self._running_lock:
+            return self._running > 1
 
     def _spare_key(self, limits: Limits, workspace: RunWorkspace | None) -> SpareKey | None:
         """The kind of spare a run can use; None when it cannot use one (spares off, a workspace in

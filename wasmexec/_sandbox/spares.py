@@ -7,33 +7,45 @@ run. A run that finds none ready never waits: it makes its own instance, as with
 Every run therefore still starts from a pristine image; spares only move the instantiation
 and the first touches of its pages (most of a trivial run's time) before the request.
 
-The policy (measured in ``/work/shared/notes/warm-spares.md`` and `benchmarks/bench_spares.py`):
+The policy (measured in ``/work/shared/notes/warm-spares.md``, `benchmarks/bench_spares.py` and
+``/work/briefs/results-hostpath.md``):
 
-- a bounded number per kind of run (`SpareKey`: limit mode, memory limit, workspace shape),
-  for at most `MAX_KEYS` kinds (the least recently used kind's spares are dropped);
-- made only after a run ends (or when the sandbox is prepared), never while the caller waits;
-- skipped while other runs of the sandbox are still going, and while runs arrive faster than a
-  spare can be made (back-to-back load): the spare would not be ready in time, and making it
-  would only take CPU from the runs (measured: parallel runs lost a quarter of their throughput);
+- the next spare is ordered when a run ends, to be made in the gap before the next run; when runs
+  come faster than that (the gaps between them are shorter than making a spare takes) and a core
+  is idle, the moment
+  a run takes one (or finds none), so it is made while that run goes on, on the other core, and
+  runs back to back find one ready as often as making one keeps up (ordered at take always, the
+  spare's making slowed every run down on a busy machine);
+- one spare per kind of run (`SpareKey`: limit mode, memory limit, workspace shape) at first, more
+  (up to the sandbox's `count`, the operator's ceiling) while runs keep finding none ready, fewer
+  again while they leave spares unused; for at most `MAX_KEYS` kinds (the least recently used
+  kind's spares are dropped);
+- on a saturated machine (no core left idle by the load average) and runs too fast for a spare
+  to be ready in time, three refills in four are skipped, as are all while other runs of the
+  sandbox are still going: the spare would take CPU from them (measured: parallel runs lost a
+  quarter of their throughput); the run that ends last orders it;
 - a spare whose warm-up failed is discarded; all are closed before the interpreter exits
   (WASI output callbacks finalized at exit crash the process).
 
-One refill thread serves the whole process; it holds each pool weakly, so a sandbox dropped
+The same background thread closes used Stores (`close_later`), before it makes anything: a
+Store's close (0.3 ms) is then off the run's path.
+
+One background thread serves the whole process; it holds each pool weakly, so a sandbox dropped
 without `close` takes its spares with it.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import weakref
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from queue import SimpleQueue
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # wasmtime is loaded when a spare is made, not when the CLI reads the bounds below
@@ -41,18 +53,21 @@ if TYPE_CHECKING:  # wasmtime is loaded when a spare is made, not when the CLI r
     from wasmexec._sandbox.instance import LiveInstance
     from wasmexec._workspace.rundir_pool import RunDir, RunDirPool
 
-#: Spares a sandbox keeps ready per kind of run by default: one (two made the measured latency worse:
-#: the refills competed with the runs on a 2-core machine).
-DEFAULT_SPARES = 1
+#: The most spares a sandbox keeps ready per kind of run by default: one, and a second while runs come
+#: faster than one is made (two at all times made the measured latency worse: the refills competed with
+#: the runs on a 2-core machine).
+DEFAULT_SPARES = 2
 #: The most a sandbox may keep per kind of run (an operator's ceiling on memory held idle).
 MAX_SPARES = 8
 #: Kinds of run (limit mode, memory limit, workspace shape) that keep spares at once.
 MAX_KEYS = 4
-#: Kinds of run whose timing is kept (client-chosen limits make kinds: their number stays bounded).
-_MAX_TIMED_KEYS = 64
+#: Runs in a row that leave a spare unused before one fewer is kept.
+_SHRINK_AFTER = 8
+#: Kinds of run whose timing and wanted number of spares are kept (client-chosen limits make kinds: bounded).
+_MAX_TIMED = 64
 #: Weight of the newest sample in the moving averages of gaps between runs and of making a spare.
 _SMOOTHING = 0.3
-#: While runs come too fast, one refill in this many is made anyway (the load may have dropped).
+#: While runs come too fast and no core is free, one refill in this many is made anyway (the load may drop).
 _PROBE_EVERY = 4
 #: How long the exit hook waits for a spare being made to finish (then closes it).
 _EXIT_WAIT_S = 10.0
@@ -117,6 +132,9 @@ class Spares:
         self._lock = threading.Condition()
         self._ready: OrderedDict[SpareKey, list[Spare]] = OrderedDict()
         self._pending: dict[SpareKey, int] = {}
+        self._wanted: dict[SpareKey, int] = {}
+        """Spares kept ready per kind of run that ran: 1 to `count`, by what runs found (see the module)."""
+        self._unused: dict[SpareKey, int] = {}
         self._last_end: dict[SpareKey, float] = {}
         self._gap_s: dict[SpareKey, float] = {}
         self._make_s: float | None = None
@@ -126,54 +144,70 @@ class Spares:
         if count:
             _open_pools.add(self)
 
-    def take(self, key: SpareKey) -> Spare | None:
-        """A ready spare of `key` (the caller owns it now), or None: the run makes its own instance."""
+    def take(self, key: SpareKey, busy: bool = False) -> Spare | None:
+        """A ready spare of `key` (the caller owns it now), or None: the run makes its own instance.
+
+        Orders the next spare now (unless other runs are going, `busy`), to be made while this run goes on.
+        """
         now = time.monotonic()
         with self._lock:
             last = self._last_end.get(key)
             if last is not None:
                 self._gap_s[key] = _smoothed(self._gap_s.get(key), now - last)
+            gap = self._gap_s.get(key)
+            early = gap is not None and self._make_s is not None and gap < self._make_s
             ready = self._ready.get(key)
+            wanted = self._wanted.get(key)
+            spare: Spare | None = None
             if ready:
                 self._stats.hits += 1
                 self._ready.move_to_end(key)
-                return ready.pop()
-            self._stats.misses += 1
-            return None
+                spare = ready.pop()
+                unused = self._unused.get(key, 0) + 1 if ready else 0
+                if wanted is not None and unused >= _SHRINK_AFTER:
+                    wanted, unused = max(1, wanted - 1), 0
+                self._unused[key] = unused
+            else:
+                self._stats.misses += 1
+                if wanted is not None:  # runs of this kind come faster than spares are ready: keep one more
+                    wanted += 1
+            if len(self._wanted) >= _MAX_TIMED and key not in self._wanted:
+                for timings in (self._wanted, self._unused, self._last_end, self._gap_s, self._skips):
+                    timings.clear()  # many kinds of run (client-chosen limits): start over
+            self._wanted[key] = min(self.count, wanted or 1)
+        if early and not busy and _core_free():  # runs come faster than spares: make one while this run goes on
+            self.fill(key)
+        return spare
 
     def refill(self, key: SpareKey, busy: bool = False) -> None:
-        """After a run of `key` ended: has a spare made unless enough are ready or coming, or other runs
-        are still going (`busy`: the spare would take CPU from them), or runs come faster than a spare
-        can be made."""
+        """After a run of `key` ended: has spares made unless enough are ready or coming, or other runs are
+        still going (`busy`: the spare would take CPU from them; the run that ends last orders it)."""
         with self._lock:
-            if busy:
-                self._last_end[key] = time.monotonic()
-                self._stats.skipped += 1
-                return
-            if key not in self._last_end and len(self._last_end) >= _MAX_TIMED_KEYS:
-                for timings in (self._last_end, self._gap_s, self._skips):  # many kinds of run: start over
-                    timings.clear()
             self._last_end[key] = time.monotonic()
             gap = self._gap_s.get(key)
             too_fast = gap is not None and self._make_s is not None and gap < self._make_s
-            if too_fast and self._skips.get(key, 0) < _PROBE_EVERY - 1:
-                self._skips[key] = self._skips.get(key, 0) + 1
+            # No core free and runs too fast for a spare to be ready: it would only take CPU from them
+            # (one in `_PROBE_EVERY` is made anyway: the time to make one is measured again).
+            skip = too_fast and self._skips.get(key, 0) < _PROBE_EVERY - 1 and not _core_free()
+            if busy or skip:
+                self._skips[key] = self._skips.get(key, 0) + 1 if skip else self._skips.get(key, 0)
                 self._stats.skipped += 1
                 return
-            self._skips[key] = 0  # one in `_PROBE_EVERY` is made anyway: the time to make one is measured again
+            self._skips[key] = 0
         self.fill(key)
 
     def fill(self, key: SpareKey) -> None:
-        """Has spares of `key` made in the background up to the count (e.g. when the sandbox is prepared)."""
+        """Has spares of `key` made in the background up to the number wanted (e.g. when the sandbox is prepared)."""
         with self._lock:
             if self._closed:
                 return
-            missing = self.count - len(self._ready.get(key, ())) - self._pending.get(key, 0)
+            wanted = self._wanted.get(key, min(1, self.count))
+            missing = wanted - len(self._ready.get(key, ())) - self._pending.get(key, 0)
             if missing <= 0:
                 return
             self._pending[key] = self._pending.get(key, 0) + missing
         for _ in range(missing):
-            _refiller.submit(self, key)
+            _background.make(self, key)
 
     def wait_ready(self, key: SpareKey, timeout_s: float = 10.0) -> bool:
         """Waits until a spare of `key` is ready or none is coming; whether one is ready."""
@@ -201,7 +235,7 @@ class Spares:
         _open_pools.discard(self)
 
     def make(self, key: SpareKey) -> None:
-        """Makes one spare of `key` (on the refill thread) and keeps it, unless the pool closed meanwhile."""
+        """Makes one spare of `key` (on the background thread) and keeps it, unless the pool closed meanwhile."""
         spare: Spare | None = None
         started = time.monotonic()
         if not self._closed:
@@ -259,49 +293,95 @@ class Spares:
             self._pool.release(run_dir)  # removed, never handed to another run
 
 
+def _core_free() -> bool:
+    """Whether a core is likely idle (the 1-minute load average leaves one): only then does a spare made
+    alongside the runs not slow them down."""
+    try:
+        return os.getloadavg()[0] + 1 <= (os.cpu_count() or 1)
+    except OSError:
+        return True
+
+
 def _smoothed(average: float | None, sample: float) -> float:
     return sample if average is None else average + _SMOOTHING * (sample - average)
 
 
-class _Refiller:
-    """The one background thread that makes spares for every pool of the process."""
+def close_later(live: LiveInstance) -> None:
+    """Closes a used instance on the background thread, before it makes any spare (off the run's path).
+
+    The run has unbound it (`LiveInstance.stop`): nothing it does now reaches the run. While the
+    interpreter exits the caller closes it itself.
+    """
+    if not _background.close(live):
+        live.close()
+
+
+class _Background:
+    """The one background thread that closes used instances and makes spares for every pool of the process."""
 
     def __init__(self) -> None:
-        self._queue: SimpleQueue[tuple[weakref.ref[Spares], SpareKey] | None] = SimpleQueue()
+        self._closes: deque[LiveInstance] = deque()
+        self._makes: deque[tuple[weakref.ref[Spares], SpareKey]] = deque()
+        self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
         self._stopped = False
 
-    def submit(self, spares: Spares, key: SpareKey) -> None:
-        with self._lock:
+    def make(self, spares: Spares, key: SpareKey) -> None:
+        with self._wake:
             if self._stopped:  # the interpreter is exiting
                 return
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name="wasmexec-spares", daemon=True)
-                self._thread.start()
-        self._queue.put((weakref.ref(spares), key))
+            self._makes.append((weakref.ref(spares), key))
+            self._start()
+
+    def close(self, live: LiveInstance) -> bool:
+        """Queues `live` to be closed; False when the thread has stopped (the interpreter is exiting)."""
+        with self._wake:
+            if self._stopped:
+                return False
+            self._closes.append(live)
+            self._start()
+            return True
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="wasmexec-spares", daemon=True)
+            self._thread.start()
+        self._wake.notify()
 
     def _work(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
+            with self._wake:
+                while not self._closes and not self._makes and not self._stopped:
+                    self._wake.wait()
+                if self._closes:
+                    live: LiveInstance | None = self._closes.popleft()
+                    item = None
+                elif self._makes and not self._stopped:
+                    live, item = None, self._makes.popleft()
+                else:
+                    return  # stopped, and every close done
+            if live is not None:
+                live.close()
+                del live
+                continue
+            assert item is not None
             spares = item[0]()
             if spares is not None:
                 spares.make(item[1])
             del spares  # a pool dropped meanwhile must not be kept alive by this frame
 
     def stop(self, timeout_s: float) -> None:
-        """Ends the thread after the spare being made (if any): before the interpreter exits."""
-        with self._lock:
+        """Ends the thread after the spare being made (if any) and every close queued: before the interpreter exits."""
+        with self._wake:
             self._stopped = True
+            self._makes.clear()
             thread = self._thread
+            self._wake.notify()
         if thread is not None:
-            self._queue.put(None)
             thread.join(timeout_s)
 
 
-_refiller = _Refiller()
+_background = _Background()
 _open_pools: weakref.WeakSet[Spares] = weakref.WeakSet()
 
 
@@ -312,6 +392,6 @@ def _close_all() -> None:
     for spares in pools:
         with spares._lock:
             spares._closed = True
-    _refiller.stop(_EXIT_WAIT_S)
+    _background.stop(_EXIT_WAIT_S)
     for spares in pools:
         spares.close()
