@@ -109,7 +109,7 @@ def add_serve_parser(commands: Any) -> None:
                       metavar="N", help=f"runs waiting for a slot; more calls are refused as retryable (HTTP 503 with "
                       f"Retry-After) (default {DEFAULT_MAX_QUEUED_RUNS})")  # fmt: skip
     runs.add_argument("--spares", type=int_option(0, MAX_SPARES), default=DEFAULT_SPARES, metavar="N",
-                      help=f"instances made ahead of time per kind of run, each used by one run (default "
+                      help=f"the most instances kept ready ahead of time per kind of run, each used by one run (default "
                       f"{DEFAULT_SPARES}, at most {MAX_SPARES}; 0 turns them off; about 1.5 MiB of memory each, "
                       "3 MiB with --profile science)")  # fmt: skip
     proxy = serve.add_argument_group("behind a reverse proxy (with --http)")
