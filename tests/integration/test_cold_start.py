@@ -70,6 +70,13 @@ def test_run_c_without_tools_imports_no_server_tools_or_mcp_module(cached: Path,
     assert _loaded(report, HEAVY) == []
 
 
+def test_run_c_starts_no_process(cached: Path, tmp_path: Path) -> None:
+    """Finding libc for inotify with `ctypes.util.find_library` ran `ldconfig -p` on every start."""
+    report = _probe(cached, tmp_path, "run", "-c", "result = 1")
+    assert report["code"] == 0
+    assert report["started"] == []
+
+
 def test_the_probe_sees_the_tools_modules_a_config_loads(cached: Path, tmp_path: Path) -> None:
     (tmp_path / "servers.json").write_text('{"mcpServers": {}}', encoding="utf-8")
     report = _probe(cached, tmp_path, "run", "--config", "servers.json", "-c", "result = 1")
