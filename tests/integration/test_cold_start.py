@@ -30,8 +30,8 @@ HEAVY = (
 #: Smaller modules a plain run used to load for nothing, 1-2 ms each: run ids (uuid), the builder's
 #: subprocess, and the option parser's suggestions for a misspelt option (difflib).
 AVOIDABLE = ("difflib", "subprocess", "uuid")
-#: Runs `main` as `python -m wasmexec` does, then reports the exit code, stdout, the modules loaded and
-#: the programs started (an audit hook sees every subprocess).
+#: Runs `main` as `python -m wasmexec` does, then reports the exit code, stdout, the modules loaded,
+#: the programs started (an audit hook sees every subprocess) and the run directories left to remove.
 _PROBE = """
 import contextlib, io, json, sys
 started = []
@@ -42,7 +42,12 @@ with contextlib.redirect_stdout(io.StringIO()) as out:
         code = main(sys.argv[1:])
     except SystemExit as exit:
         code = exit.code
-print(json.dumps({"code": code, "stdout": out.getvalue(), "modules": sorted(sys.modules), "started": started}))
+from wasmexec._workspace.rundir_pool import default_pool
+pool = default_pool()
+pool.wait_idle()
+left = sorted(path.name for path in pool.base.iterdir())
+print(json.dumps({"code": code, "stdout": out.getvalue(), "modules": sorted(sys.modules), "started": started,
+                  "run_dirs_left": left}))
 """
 
 
@@ -79,6 +84,13 @@ def test_run_c_starts_no_process(cached: Path, tmp_path: Path) -> None:
     report = _probe(cached, tmp_path, "run", "-c", "result = 1")
     assert report["code"] == 0
     assert report["started"] == []
+
+
+def test_run_c_leaves_no_spare_run_directory_to_remove_at_exit(cached: Path, tmp_path: Path) -> None:
+    """One run per process: spare run directories were made during the run and removed at exit (50+ ms of I/O)."""
+    report = _probe(cached, tmp_path, "run", "-c", "result = 1")
+    assert report["code"] == 0
+    assert report["run_dirs_left"] == []
 
 
 def test_the_probe_sees_the_tools_modules_a_config_loads(cached: Path, tmp_path: Path) -> None:

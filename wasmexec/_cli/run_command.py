@@ -66,6 +66,7 @@ def command_run(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._runctx.toolhost import NoTools, ToolHost
     from wasmexec._sandbox.sandbox import RunControl, Sandbox
+    from wasmexec._workspace.rundir_pool import default_pool
 
     code, limits = _read_code(args), limits_from_args(args)
     inputs, skills, workspace = _input_files(args.inputs), skills_from_args(args), _workspace_dir(args.workspace)
@@ -77,7 +78,8 @@ def command_run(args: argparse.Namespace) -> int:
         if config is not None and config.servers:
             broker = stack.enter_context(opened_broker(args, config, policy, audit))
             tools, redactor = broker, broker.redactor
-        # One run per process: a spare made after it would never be used.
+        # One run per process: a spare (instance or run directory) made after it would never be used.
+        default_pool().keep(0)
         sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
                           skills=skills, profile=args.profile, spares=0)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
