@@ -13,9 +13,14 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Collection, Iterable
-from typing import Any
+from typing import Any, Literal
 
 MARKER = "[REDACTED]"
+
+#: What becomes of PII in tool results (`wasmexec._tools.pii`): named here, with the other redaction,
+#: so that the CLI offers the modes without loading the tools package on every start.
+PiiMode = Literal["off", "tokenize", "redact"]
+PII_MODES: tuple[PiiMode, ...] = ("off", "tokenize", "redact")
 
 #: Secret values shorter than this are not redacted: they would match ordinary text.
 MIN_SECRET_LENGTH = 6

@@ -1,10 +1,11 @@
 import json
+import uuid
 
 import pydantic
 import pytest
 
 from wasmexec import run_result_json_schema, validate_run_result
-from wasmexec._envelope import encoded_size, result_json
+from wasmexec._envelope import encoded_size, new_id, result_json
 
 VALID = {
     "run_id": "r",
@@ -90,3 +91,11 @@ def test_the_encoded_size_counts_utf8_bytes_after_escaping() -> None:
     assert encoded_size("\u2028") == 8
     assert encoded_size('"\n\x01') == 2 + 2 + 2 + 6
     assert encoded_size({"a": [1, 2]}) == len('{"a":[1,2]}')
+
+
+def test_a_new_id_is_a_random_uuid4_in_hex_and_never_repeats() -> None:
+    ids = [new_id() for _ in range(1000)]
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        parsed = uuid.UUID(hex=made)
+        assert parsed.hex == made and parsed.version == 4 and parsed.variant == uuid.RFC_4122

@@ -15,11 +15,7 @@ INTERFACES = {
     "image.py": "_sandbox/image.py is the Image protocol; _science/image.py implements it",
 }
 #: Shared names that exist today, each with why; this list may only shrink.
-KNOWN = {
-    "auth.py": "_cli/auth.py: serve's --auth-* options, next to _server/auth.py's gate (one CLI module per command)",
-    "config.py": "_cli/config.py: the `config` command, over _tools/config.py's file (one CLI module per command)",
-    "run.py": "_cli/run.py: the `run` command, over _sandbox/run.py's run (one CLI module per command)",
-}
+KNOWN: dict[str, str] = {}
 
 
 def shared_module_names(package_dir: Path) -> dict[str, list[str]]:

@@ -56,3 +56,18 @@ def test_a_given_base_is_emptied_but_kept(tmp_path: Path) -> None:
     pool.release(pool.take())
     pool.remove()
     assert base.is_dir() and list(base.iterdir()) == []
+
+
+def test_a_pool_told_to_keep_none_ready_makes_no_spares_and_removes_those_it_had(tmp_path: Path) -> None:
+    base = tmp_path / "runs"
+    base.mkdir()
+    pool = RunDirPool(base, spares=2)
+    pool.release(pool.take())
+    assert pool.wait_idle()
+    assert len(list(base.iterdir())) == 2  # the spares made after the first take
+    pool.keep(0)
+    assert list(base.iterdir()) == []
+    used = pool.take()
+    pool.release(used)
+    assert pool.wait_idle()
+    assert list(base.iterdir()) == []

@@ -12,13 +12,11 @@ import json
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from wasmexec._cli.cache import add_cache_parser, cache_usage
-from wasmexec._cli.config import add_config_parser
 from wasmexec._cli.options import (
-    ENVIRONMENT_HELP,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -27,40 +25,26 @@ from wasmexec._cli.options import (
     UsageError,
     add_cache_dir_option,
     add_profile_option,
-    add_run_options,
     progress,
     runtime_from_args,
 )
 from wasmexec._cli.parser import CommandParser
-from wasmexec._cli.run import command_run
-from wasmexec._cli.serve import add_serve_parser
-from wasmexec._cli.tools import add_tools_parser
 from wasmexec._version import __version__
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `wasmexec` parser; with `command`, of that command alone (all that `wasmexec COMMAND …` needs)."""
     parser = CommandParser(prog="wasmexec", description="Run untrusted Python in a WebAssembly sandbox.")
     parser.add_argument("--version", action="version", version=f"wasmexec {__version__}")
     # Not required: bare `wasmexec` prints the help, which lists the commands (main()).
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, add_parser in _COMMANDS.items():
+        if command is None or name == command:
+            add_parser(commands)
+    return parser
 
-    run = commands.add_parser(
-        "run",
-        help="run Python code and print one JSON result line",
-        description="Run Python code in a fresh sandbox; print the run result as one JSON line. "
-        "Ctrl-C stops the run, prints its (cancelled) result and exits 130; a second Ctrl-C exits at once.",
-        epilog=ENVIRONMENT_HELP,
-    )
-    source = run.add_mutually_exclusive_group(required=True)
-    source.add_argument("file", nargs="?", metavar="FILE", help="a Python file, or - for standard input")
-    source.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
-    run.add_argument("--stream", action="store_true", help="also print output to stderr as it comes")
-    add_run_options(run, ceilings=False)
-    add_profile_option(run)
-    run.set_defaults(handler=command_run, parser=run)
 
-    add_serve_parser(commands)
-
+def _add_build_parser(commands: Any) -> None:
     build = commands.add_parser(
         "build",
         help="build and compile the sandbox component now",
@@ -74,16 +58,58 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_option(build)
     build.set_defaults(handler=_command_build, parser=build)
 
+
+def _add_schema_parser(commands: Any) -> None:
     schema = commands.add_parser("schema", help="print the JSON Schema of the run result")
     schema.set_defaults(handler=_command_schema, parser=schema)
 
+
+def _add_run_parser(commands: Any) -> None:
+    from wasmexec._cli.run_command import add_run_parser  # here, not above: only the command given is imported
+
+    add_run_parser(commands)
+
+
+def _add_serve_parser(commands: Any) -> None:
+    from wasmexec._cli.serve import add_serve_parser  # here, not above: only the command given is imported
+
+    add_serve_parser(commands)
+
+
+def _add_tools_parser(commands: Any) -> None:
+    from wasmexec._cli.tools import add_tools_parser  # here, not above: only the command given is imported
+
     add_tools_parser(commands)
+
+
+def _add_config_parser(commands: Any) -> None:
+    from wasmexec._cli.config_command import add_config_parser  # here, not above: only the command given is imported
+
     add_config_parser(commands)
+
+
+def _add_cache_parser(commands: Any) -> None:
+    from wasmexec._cli.cache import add_cache_parser  # here, not above: only the command given is imported
+
     add_cache_parser(commands)
-    return parser
+
+
+#: Every command, in the order `wasmexec --help` lists them, and what adds its parser. A start builds
+#: (and imports) the parser of the command given only: all of them cost every start 35 ms (issue 19).
+_COMMANDS: dict[str, Callable[[Any], None]] = {
+    "run": _add_run_parser,
+    "serve": _add_serve_parser,
+    "build": _add_build_parser,
+    "schema": _add_schema_parser,
+    "tools": _add_tools_parser,
+    "config": _add_config_parser,
+    "cache": _add_cache_parser,
+}
 
 
 def _command_build(args: argparse.Namespace) -> int:
+    from wasmexec._cli.cache import cache_usage
+
     runtime = runtime_from_args(args)  # follows --profile
     written = runtime.build(args.output)
     progress(f"wasmexec: {runtime.image.label} {runtime.sandbox_image}")
@@ -114,8 +140,12 @@ def _show_warning(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else argv
+    # The first word names the command (the top level has no option that takes a value); anything
+    # else (an option, a misspelt command, nothing) gets the whole parser, whose help lists them all.
+    chosen = arguments[0] if arguments and arguments[0] in _COMMANDS else None
+    parser = build_parser(chosen)
+    args = parser.parse_args(arguments)
     if args.command is None:  # bare `wasmexec`: what it can do
         parser.print_help(sys.stderr)
         return EXIT_USAGE

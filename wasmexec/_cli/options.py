@@ -32,8 +32,8 @@ from wasmexec._limits import (
     MAX_WORKSPACE_FILES,
     MAX_WORKSPACE_MB,
 )
+from wasmexec._redact import PII_MODES
 from wasmexec._sandbox.registry import DEFAULT_PROFILE, PROFILES
-from wasmexec._tools.pii import PII_MODES
 
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
@@ -301,8 +301,10 @@ def user_place() -> Place:
     return Place(home=Path.home(), cwd=Path.cwd(), environ=dict(os.environ))
 
 
-def load_policy_options(args: argparse.Namespace) -> Policy:
-    """The Policy from --policy plus the --allow, --deny and --approve globs."""
+def load_policy_options(args: argparse.Namespace) -> Policy | None:
+    """The Policy from --policy plus the --allow, --deny and --approve globs; None (the default) without them."""
+    if not (args.policy or args.allow or args.deny or args.approve):
+        return None  # a run without tools then never loads the policy module
     from wasmexec._tools.policy import Policy, load_policy
 
     policy = load_policy(args.policy) if args.policy else Policy()

@@ -10,7 +10,6 @@ and checks every option before parsing, naming the unknown one and the closest k
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
 from collections.abc import Sequence
@@ -75,6 +74,8 @@ def _with_range(action: argparse.Action) -> str | None:
 
 
 def _unknown(option: str, options: list[str]) -> str:
+    import difflib  # only for a mistake: not on every start
+
     close = difflib.get_close_matches(option, options, n=1, cutoff=0.6)
     suggestion = f"; did you mean {close[0]}?" if close else ""
     return f"unrecognized option {option}{suggestion}"

@@ -38,7 +38,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wasmexec._cli.auth import add_auth_options, announce, authenticator_from_args
+from wasmexec._cli.auth_options import add_auth_options, announce, authenticator_from_args
 from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
     EXIT_LISTEN,

@@ -36,14 +36,13 @@ import itertools
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from wasmexec._audit import PRINCIPAL
-from wasmexec._envelope import StopReason, ToolTraceEntry
+from wasmexec._envelope import StopReason, ToolTraceEntry, new_id
 from wasmexec._limits import Limits
 from wasmexec._runctx.calllog import CallLog
 from wasmexec._runctx.llm_ask import Sampling
@@ -123,7 +122,7 @@ class RunState:
     """The tool host's frozen view of the servers for this run."""
     pii_vault: Any = None
     """The run's PII tokens (`wasmexec._tools.pii.PiiVault`), made by the tool host at its first call."""
-    trace_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    trace_id: str = field(default_factory=new_id)
     code_digest: str = ""
     principal: str | None = field(default_factory=PRINCIPAL.get)
     """Who the run acts for (audit lines name it), taken from the context that creates the state."""

@@ -21,7 +21,6 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -127,6 +126,8 @@ def _tzdata_dir() -> Path:
 
 def componentize(staged: Path, output: Path) -> None:
     """Builds the component from a `GuestSources.stage` copy into `output`; raises BuildError."""
+    import subprocess  # here: every start imports this module, a build is once per machine
+
     command = [
         sys.executable, "-c",
         "import sys, componentize_py; sys.argv[0] = 'componentize-py'; sys.exit(componentize_py.script())",

@@ -9,13 +9,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from wasmtime import Trap, WasmtimeError
 
-from wasmexec._envelope import RunResult
+from wasmexec._envelope import RunResult, new_id
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
 from wasmexec._runctx.runstate import RunState
@@ -60,7 +59,7 @@ def execute(
         BuildError: the image is not built and cannot be built here (the science image).
     """
     try:
-        state = state or RunState(limits=limits, tools=tools, run_id=uuid.uuid4().hex)
+        state = state or RunState(limits=limits, tools=tools, run_id=new_id())
         state.code_digest = "sha256:" + hashlib.sha256(code.encode("utf-8", "surrogatepass")).hexdigest()
         guest = runtime.guest(limits.fuel is not None)
     except BaseException:

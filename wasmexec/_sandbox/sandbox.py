@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +12,7 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
 
 from wasmexec._audit import AuditLog, write_run_line
-from wasmexec._envelope import RunResult
+from wasmexec._envelope import RunResult, new_id
 from wasmexec._limits import Limits
 from wasmexec._redact import Redactor
 from wasmexec._runctx.llm_ask import Sampler, Sampling
@@ -323,7 +322,7 @@ class Sandbox:
         return RunState(
             limits=limits or self.limits,
             tools=self.tools,
-            run_id=uuid.uuid4().hex,
+            run_id=new_id(),
             sampling=Sampling(sampler, self.redactor, self.audit),
         )
 

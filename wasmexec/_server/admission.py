@@ -14,13 +14,12 @@ runs admitted before go on.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable
 from types import TracebackType
 
 from mcp.types import CallToolResult, TextContent
 
-from wasmexec._envelope import Diagnostic, ErrorInfo, RunResult
+from wasmexec._envelope import Diagnostic, ErrorInfo, RunResult, new_id
 from wasmexec._sandbox.result import failure_result
 from wasmexec._sandbox.sandbox import DEFAULT_MAX_CONCURRENT_RUNS
 
@@ -153,7 +152,7 @@ def busy_result(admission: Admission) -> CallToolResult:
     hint = f"Retry in {RETRY_AFTER_S} s; nothing ran."
     error: ErrorInfo = {"type": "ServerBusy", "message": message, "retryable": True}
     diagnostic: Diagnostic = {"severity": "error", "code": "SERVER_BUSY", "message": message, "hint": hint}
-    structured = failure_result(error, diagnostic, run_id=uuid.uuid4().hex, trace_id=uuid.uuid4().hex)
+    structured = failure_result(error, diagnostic, run_id=new_id(), trace_id=new_id())
     text = f"Error: ServerBusy: {message}. Hint: {hint}"
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(structured),
                           is_error=True)  # fmt: skip

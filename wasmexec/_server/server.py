@@ -29,7 +29,6 @@ import json
 import shutil
 import tempfile
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -61,7 +60,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 
-from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
+from wasmexec._envelope import TOOL_NAME, RunResult, new_id, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._profiles import Profile, profile_of
 from wasmexec._runctx.journal import Journal
@@ -528,7 +527,7 @@ class RunPythonServer:
 
 def _ended_result(ended: bool) -> CallToolResult:
     """The answer to `end_session` when no code ran: whether this call ended the session."""
-    result = notice_result(session_ended(ended), run_id=uuid.uuid4().hex, trace_id=uuid.uuid4().hex)
+    result = notice_result(session_ended(ended), run_id=new_id(), trace_id=new_id())
     return CallToolResult(content=[TextContent(type="text", text=render_text(result))], structured_content=dict(result))
 
 

@@ -45,7 +45,7 @@ import anyio.from_thread
 import anyio.to_thread
 
 from wasmexec._audit import AuditLog, digest, principal_field
-from wasmexec._redact import Redactor
+from wasmexec._redact import PiiMode, Redactor
 from wasmexec._runctx.calllog import CANCELLED
 from wasmexec._runctx.journal import DIVERGED_HINT
 from wasmexec._runctx.runstate import RunState
@@ -55,7 +55,7 @@ from wasmexec._tools import upstream_resources as resources
 from wasmexec._tools.catalog import DETAILS, Access, Catalog, ToolEntry
 from wasmexec._tools.config import Config, with_server_policy
 from wasmexec._tools.naming import export_names, module_names
-from wasmexec._tools.pii import Given, PiiMode, PiiVault
+from wasmexec._tools.pii import Given, PiiVault
 from wasmexec._tools.policy import Decision, Policy, RateLimiter, UnmatchedGlobs
 from wasmexec._tools.pool import MAX_LIST_PAGES, ClientFactory, Listing, Pool, ServerUnavailable
 from wasmexec._tools.schema_cache import SchemaCache, cache_key, warn_runtime

@@ -37,12 +37,10 @@ import re
 import secrets
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
+from wasmexec._redact import PII_MODES, PiiMode
 from wasmexec._runctx.toolhost import HostCallError
-
-PiiMode = Literal["off", "tokenize", "redact"]
-PII_MODES: tuple[PiiMode, ...] = ("off", "tokenize", "redact")
 
 #: Distinct values one vault keeps: a result with more is still scrubbed, but the excess
 #: values share one token per kind and cannot be restored (the vault's memory stays bounded).

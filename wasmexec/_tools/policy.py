@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from wasmexec._exceptions import ConfigError
-from wasmexec._tools.pii import PII_MODES, PiiMode
+from wasmexec._redact import PII_MODES, PiiMode
 
 Decision = Literal["allow", "deny", "approve", "pre_approved"]
 """allow; deny; approve (ask the user first); pre_approved (would need approval, approved in advance)."""

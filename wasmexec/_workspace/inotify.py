@@ -13,7 +13,6 @@ to rescan. Thread-safe: runs check concurrently from their epoch callbacks.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 import sys
@@ -55,7 +54,9 @@ _libc: Any = None
 def _lib() -> Any:
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        # The process's own symbols, libc's among them: `ctypes.util.find_library("c")` runs
+        # `ldconfig -p` in a subprocess, which cost every `wasmexec run` a fork and an exec.
+        _libc = ctypes.CDLL(None, use_errno=True)
     return _libc
 
 

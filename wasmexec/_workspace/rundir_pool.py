@@ -140,6 +140,18 @@ class RunDirPool:
                 atexit.register(shutil.rmtree, self._base, True)
             return self._base
 
+    def keep(self, spares: int) -> None:
+        """Keeps `spares` directories ready from now on, removing those beyond.
+
+        `wasmexec run` keeps none: its one run would leave every spare to be removed at exit,
+        which costs its start more than the spare saves (tens of ms of directory I/O).
+        """
+        with self._lock:
+            self._spares = spares
+            extra, self._ready = self._ready[spares:], self._ready[:spares]
+        for run_dir in extra:
+            shutil.rmtree(run_dir.root, ignore_errors=True)
+
     def close(self) -> None:
         """Removes the spares. Runs still using a directory keep it."""
         with self._lock:

@@ -1,4 +1,4 @@
-"""`wasmexec run`: one run through `Sandbox`, one JSON line on stdout, Ctrl-C that stops the run.
+"""`wasmexec run`: its parser, one run through `Sandbox`, one JSON line on stdout, Ctrl-C that stops the run.
 
 Ctrl-C must never raise inside the run: wasm calls back into Python (host functions,
 the epoch deadline check, output capture), and a KeyboardInterrupt raised in such a
@@ -19,13 +19,16 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wasmexec._cli.options import (
+    ENVIRONMENT_HELP,
     EXIT_CODE_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     UsageError,
+    add_profile_option,
+    add_run_options,
     limits_from_args,
     load_policy_options,
     load_servers,
@@ -42,10 +45,28 @@ if TYPE_CHECKING:
     from wasmexec._sandbox.sandbox import RunControl, Sandbox
 
 
+def add_run_parser(commands: Any) -> None:
+    run = commands.add_parser(
+        "run",
+        help="run Python code and print one JSON result line",
+        description="Run Python code in a fresh sandbox; print the run result as one JSON line. "
+        "Ctrl-C stops the run, prints its (cancelled) result and exits 130; a second Ctrl-C exits at once.",
+        epilog=ENVIRONMENT_HELP,
+    )
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("file", nargs="?", metavar="FILE", help="a Python file, or - for standard input")
+    source.add_argument("-c", dest="code", metavar="CODE", help="the code to run")
+    run.add_argument("--stream", action="store_true", help="also print output to stderr as it comes")
+    add_run_options(run, ceilings=False)
+    add_profile_option(run)
+    run.set_defaults(handler=command_run, parser=run)
+
+
 def command_run(args: argparse.Namespace) -> int:
     from wasmexec._redact import Redactor
     from wasmexec._runctx.toolhost import NoTools, ToolHost
     from wasmexec._sandbox.sandbox import RunControl, Sandbox
+    from wasmexec._workspace.rundir_pool import default_pool
 
     code, limits = _read_code(args), limits_from_args(args)
     inputs, skills, workspace = _input_files(args.inputs), skills_from_args(args), _workspace_dir(args.workspace)
@@ -57,7 +78,8 @@ def command_run(args: argparse.Namespace) -> int:
         if config is not None and config.servers:
             broker = stack.enter_context(opened_broker(args, config, policy, audit))
             tools, redactor = broker, broker.redactor
-        # One run per process: a spare made after it would never be used.
+        # One run per process: a spare (instance or run directory) made after it would never be used.
+        default_pool().keep(0)
         sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
                           skills=skills, profile=args.profile, spares=0)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
