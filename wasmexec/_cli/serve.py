@@ -109,9 +109,9 @@ def add_serve_parser(commands: Any) -> None:
                       metavar="N", help=f"runs waiting for a slot; more calls are refused as retryable (HTTP 503 with "
                       f"Retry-After) (default {DEFAULT_MAX_QUEUED_RUNS})")  # fmt: skip
     runs.add_argument("--spares", type=int_option(0, MAX_SPARES), default=DEFAULT_SPARES, metavar="N",
-                      help=f"the most instances kept ready ahead of time per kind of run, each used by one run (default "
-                      f"{DEFAULT_SPARES}, at most {MAX_SPARES}; 0 turns them off; about 1.5 MiB of memory each, "
-                      "3 MiB with --profile science)")  # fmt: skip
+                      help=f"the most instances kept ready ahead of time per kind of run, each used by one run "
+                      f"(default {DEFAULT_SPARES}, at most {MAX_SPARES}; 0 turns them off; about 1.5 MiB of memory "
+                      "each, 3 MiB with --profile science)")  # fmt: skip
     proxy = serve.add_argument_group("behind a reverse proxy (with --http)")
     proxy.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
                        help="also accept this Host header (e.g. mcp.example.com; without a port, any port); "
