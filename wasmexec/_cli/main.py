@@ -28,8 +28,10 @@ from wasmexec._cli.options import (
     add_cache_dir_option,
     add_profile_option,
     add_run_options,
+    add_user_profile_options,
     progress,
     runtime_from_args,
+    user_profile_from_args,
 )
 from wasmexec._cli.parser import CommandParser
 from wasmexec._cli.run import command_run
@@ -65,13 +67,15 @@ def build_parser() -> argparse.ArgumentParser:
         "build",
         help="build and compile the sandbox component now",
         description="Build and compile the sandbox component (otherwise done on first use). "
-        "The science profile is never built on first use: build it with --profile science (a few minutes, 3 GiB).",
+        "The science profile is never built on first use: build it with --profile science (a few minutes, 3 GiB). "
+        "With --requirements, build your own profile NAME: pure-Python packages on top of --base.",
     )
     build.add_argument(
         "--output", type=Path, metavar="DIR", help="also write a self-contained artifact directory to ship read-only"
     )
     add_cache_dir_option(build)
     add_profile_option(build)
+    add_user_profile_options(build)
     build.set_defaults(handler=_command_build, parser=build)
 
     schema = commands.add_parser("schema", help="print the JSON Schema of the run result")
@@ -84,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _command_build(args: argparse.Namespace) -> int:
-    runtime = runtime_from_args(args)  # follows --profile
+    runtime = user_profile_from_args(args) if args.requirements else runtime_from_args(args)  # follows --profile
     written = runtime.build(args.output)
     progress(f"wasmexec: {runtime.image.label} {runtime.sandbox_image}")
     for path in written:

@@ -80,6 +80,10 @@ class DefaultImage:
     def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
         self.artifacts = component_store(cache_dir, progress)
 
+    @property
+    def identity(self) -> str:
+        return self.artifacts.image
+
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ComponentGuest:
         component = self.artifacts.load_compiled(engine, engine_key)
         linker = Linker(engine)
@@ -152,7 +156,7 @@ class ImageRuntime(Generic[G]):
     @property
     def sandbox_image(self) -> str:
         """The image's ``sha256:`` digest of its build inputs (the default image's: `wasmexec._sandbox.assets`)."""
-        return self.image.artifacts.image
+        return self.image.identity
 
     def describe(self) -> Profile:
         """What its image offers a run (`wasmexec._profiles`)."""

@@ -70,6 +70,10 @@ class ScienceImage:
     def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
         self.artifacts = CompiledImageCache(SnapshotBuilder(), cache_dir, progress)  # its image: `science_identity`
 
+    @property
+    def identity(self) -> str:
+        return self.artifacts.image
+
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ScienceGuest:
         """The snapshot compiled for `engine` and linked; a `BuildError` when not built."""
         module = self.artifacts.load_compiled(engine, engine_key)
