@@ -147,3 +147,60 @@ def test_the_cli_builds_runs_and_lists_a_profile(tmp_path: Path, cache: Path, wh
     assert "cli profile (yours)" in listed.stdout
     unknown = wasmexec("run", "--profile", "nothere", "-c", "1")
     assert unknown.returncode == 2 and "wasmexec build --profile nothere --requirements FILE" in unknown.stderr
+
+
+#: A module big enough that compiling it costs far more than loading its bytecode.
+BULKY = {"bulky/__init__.py": "".join(f"def f{i}(x):\n    return [x + {i}, {{'k': x * {i}}}]\n\n" for i in range(300))}
+
+
+def test_the_packages_are_imported_from_bytecode_compiled_at_build_time(tmp_path: Path, cache: Path,
+                                                                        wheels: Path) -> None:  # fmt: skip
+    make_wheel(wheels, "bulky", "1.0", BULKY)
+    user = build_profile("bytecode", requirements(tmp_path, "bulky\n"), find_links=wheels, cache_dir=cache)
+    code = ("import importlib.util, os, sys, bulky\nresult = [bulky.__cached__ == importlib.util.cache_from_source("
+            "bulky.__file__), os.path.isfile(bulky.__cached__), sys.implementation.cache_tag]")  # fmt: skip
+    same, present, tag = data_of(run(user, code))
+    assert same and present
+    pyc = user.image.stored.tree / "bulky" / "__pycache__" / f"__init__.{tag}.pyc"
+    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b01  # hash-based, source never checked (PEP 552)
+    from_bytecode = run(user, "import bulky")["result"]["metrics"]["fuel_used"]
+    from_source = run(user, "import sys\nsys.implementation.cache_tag = None\nimport bulky")["result"]["metrics"][
+        "fuel_used"
+    ]
+    assert from_bytecode * 3 < from_source, (from_bytecode, from_source)
+
+
+@pytest.mark.parametrize("suffix", [".py", ".pyc"])
+def test_a_profile_whose_files_another_user_could_change_is_refused(tmp_path: Path, cache: Path, wheels: Path,
+                                                                    suffix: str) -> None:  # fmt: skip
+    user = build_profile("opened", requirements(tmp_path, "greet\n"), find_links=wheels, cache_dir=cache)
+    opened = next(path for path in user.image.stored.tree.rglob(f"__init__*{suffix}"))
+    os.chmod(opened, 0o666)
+    with pytest.raises(BuildError, match=rf"profile opened: .*__init__.*\{suffix} is writable by other users.*"
+                                         r"wasmexec build --profile opened --requirements FILE"):  # fmt: skip
+        Sandbox(profile="opened", cache_dir=cache)
+
+
+@pytest.mark.parametrize("planted", ["open-directory", "file", "symlink"])
+def test_a_rebuild_replaces_an_untrusted_package_tree_under_the_same_name(
+    tmp_path: Path, cache: Path, wheels: Path, planted: str
+) -> None:
+    needs = requirements(tmp_path, "greet\n")
+    tree = build_profile("replaced", needs, find_links=wheels, cache_dir=cache).image.stored.tree
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("kept")
+    if planted == "open-directory":
+        os.chmod(tree, 0o777)
+        (tree / "greet" / "__init__.py").chmod(0o666)
+        (tree / "greet" / "__init__.py").write_text("def hello(name):\n    return 'planted'\n")
+    else:
+        subprocess.run(["rm", "-rf", str(tree)], check=True)
+        if planted == "file":
+            tree.write_text("planted")
+        else:
+            tree.symlink_to(elsewhere)
+    rebuilt = build_profile("replaced", needs, find_links=wheels, cache_dir=cache)
+    assert rebuilt.image.stored.tree == tree and tree.is_dir() and not tree.is_symlink()
+    assert data_of(run(rebuilt, "import greet\nresult = greet.hello('x')")) == "hello x"
+    assert (elsewhere / "keep.txt").read_text() == "kept" and not list(cache.glob(".profile-*"))

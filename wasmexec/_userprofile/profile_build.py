@@ -2,9 +2,11 @@
 
 The base image is built (and compiled) first; then pip resolves the requirements for the base's
 Python (`wasmexec._userprofile.wheels`), every wheel is checked, the lock is written and the
-wheels are unpacked into the profile's tree (`wasmexec._userprofile.profile_store`). When a lock from
-the same requirements file and base exists, exactly its pins are downloaded again and a wheel
-whose hash differs is refused.
+wheels are unpacked into the profile's tree (`wasmexec._userprofile.profile_store`) and compiled
+to bytecode by the base's Python (`wasmexec._userprofile.bytecode`). When a lock from the same
+requirements file and base exists, exactly its pins are downloaded again and a wheel whose hash
+differs is refused. Whatever is found at the tree's path and fails the trust checks (a folder or
+file open to others, a symbolic link) is moved aside, never followed, and replaced.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from wasmexec._exceptions import BuildError
 from wasmexec._sandbox import registry, trust
 from wasmexec._sandbox.image_cache import Progress, atomic_write, locked
 from wasmexec._sandbox.runtime import ImageRuntime
+from wasmexec._userprofile import bytecode, wheels
 from wasmexec._userprofile import profile_store as store
-from wasmexec._userprofile import wheels
 
 
 def build_profile(
@@ -51,13 +54,15 @@ def build_profile(
         raise ValueError(f"--find-links {find_links} is not a directory")
     base_runtime = registry.runtime(base, cache_dir, progress)
     base_runtime.build()  # the base built and compiled for both limit modes: a no-op when it is
-    python = base_runtime.describe().python
+    python, base_image = base_runtime.describe().python, base_runtime.sandbox_image
     directory = base_runtime.artifacts.writable_directory()
     header = f"# wasmexec profile {name} on {base}; requirements sha256 {hashlib.sha256(requested).hexdigest()}\n"
     lock_path = store.lock_path(directory, name)
     previous = trust.read_trusted(lock_path)
     pinned = previous is not None and previous.startswith(header.encode())
-    with tempfile.TemporaryDirectory(dir=directory, prefix=f".{store.PREFIX}{name}.") as scratch_name:
+    # ignore_cleanup_errors: a replaced tree with folders of another user's may not go away (cache clean tries again)
+    with tempfile.TemporaryDirectory(dir=directory, prefix=f".{store.PREFIX}{name}.",
+                                     ignore_cleanup_errors=True) as scratch_name:  # fmt: skip
         scratch = Path(scratch_name)
         (scratch / "wheels").mkdir()
         if pinned and previous is not None:
@@ -72,17 +77,32 @@ def build_profile(
             found = wheels.download(requirements, python, scratch / "wheels", find_links, False, registry.CARRIED)
         found.sort(key=lambda wheel: wheels.normalized(wheel.name))
         lock = (header + "".join(wheel.lock_line() + "\n" for wheel in found)).encode()
-        tree = store.tree_path(directory, name, hashlib.sha256(lock).hexdigest())
-        record = {"name": name, "base": base, "lock_sha256": hashlib.sha256(lock).hexdigest(),
-                  "packages": [[wheel.name, wheel.version] for wheel in found]}  # fmt: skip
+        packages = tuple((wheel.name, wheel.version) for wheel in found)
+        staged = store.StoredProfile(name, base, base_image, lock, scratch / "tree", packages)
+        tree = store.tree_path(directory, name, staged.identity)
+        record = {"name": name, "base": base, "base_image": base_image, "lock_sha256": hashlib.sha256(lock).hexdigest(),
+                  "packages": [list(package) for package in packages]}  # fmt: skip
+        if store.tree_problem(tree) is not None:  # else it is this very tree, built before
+            staged.tree.mkdir()
+            wheels.unpack(found, staged.tree)
+            say(f"wasmexec: compiling the packages to bytecode for Python {python}...")
+            bytecode.compile_tree(staged, base_runtime.image)
+            wheels.settle_modes(staged.tree)
         with locked(directory):
-            if not (tree.is_dir() and trust.directory_problem(tree) is None):
-                staged = scratch / "tree"
-                staged.mkdir()
-                wheels.unpack(found, staged)
-                os.replace(staged, tree)
+            if store.tree_problem(tree) is not None:
+                _replace(tree, staged.tree, scratch / "replaced")
             atomic_write(lock_path, lock)
             atomic_write(store.record_path(directory, name), json.dumps(record, indent=2).encode())
     say(f"wasmexec: profile {name}: {', '.join(f'{w.name} {w.version}' for w in found) or 'no packages'}; "
         f"lock {lock_path}")  # fmt: skip
     return registry.runtime(name, cache_dir, progress)
+
+
+def _replace(tree: Path, new: Path, aside: Path) -> None:
+    """Puts `new` at `tree`; what is there (a folder, a file, a symbolic link: never followed) goes `aside`."""
+    try:
+        if os.path.lexists(tree):
+            os.rename(tree, aside)
+        os.replace(new, tree)
+    except OSError as exc:
+        raise BuildError(f"cannot replace {tree} ({exc.strerror or exc}): remove it and build again") from exc

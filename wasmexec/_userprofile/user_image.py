@@ -23,7 +23,7 @@ from wasmexec._profiles import Package, Profile
 from wasmexec._sandbox import registry
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import Guest
-from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles
+from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, Image
 from wasmexec._sandbox.image_cache import CompiledImageCache, Progress, atomic_write, default_cache_dir
 from wasmexec._sandbox.report import GuestReport
 from wasmexec._sandbox.runtime import ImageRuntime
@@ -41,8 +41,11 @@ USER_INTRO = (
 class UserGuest:
     """The base image's guest, with the profile's packages preopened and named in each run's options."""
 
-    def __init__(self, base: Guest, image: str, tree: Path, packages: tuple[tuple[str, str], ...]) -> None:
+    def __init__(
+        self, base: Guest, image: str, tree: Path, packages: tuple[tuple[str, str], ...], writable: bool = False
+    ) -> None:
         self.base = base
+        self.writable = writable
         self.engine, self.ticker, self.fuel = base.engine, base.ticker, base.fuel
         self.memory_floor_bytes = base.memory_floor_bytes
         self.image = image
@@ -53,7 +56,8 @@ class UserGuest:
 
     def configure(self, wasi: WasiConfig) -> None:
         self.base.configure(wasi)
-        wasi.preopen_dir(str(self.tree), GUEST_PACKAGES, False)  # read-only: no run changes what the next sees
+        # read-only: no run changes what the next sees (writable only for the build's compile run)
+        wasi.preopen_dir(str(self.tree), GUEST_PACKAGES, self.writable)
 
     def instantiate(self, store: Store) -> Any:
         return self.base.instantiate(store)
@@ -73,19 +77,31 @@ def unknown_profile(name: str, directory: Path) -> ValueError:
                       f"`wasmexec build --profile {name} --requirements FILE` (pure-Python packages)")  # fmt: skip
 
 
+def stored_image(name: str, cache_dir: Path | None, progress: Progress | None) -> UserImage:
+    """User profile `name` as stored in `cache_dir` (None: the per-user cache dir), on its base image;
+    a ValueError when there is none, a `BuildError` when it cannot be used."""
+    directory = cache_dir if cache_dir is not None else default_cache_dir()
+    found = store.find(directory, name)
+    if found is None:
+        raise unknown_profile(name, directory)
+    base: Image[Any] = registry.runtime(found.base, cache_dir, progress).image
+    if base.identity != found.base_image:
+        raise BuildError(f"profile {name} was built on another {found.base} image than this wasmexec's "
+                         f"(upgraded?), whose Python may differ; {store.rebuild_hint(name)}")  # fmt: skip
+    return UserImage(found, base)
+
+
 class UserImage:
     """A user profile (`wasmexec._sandbox.image.Image`): a base image plus a package tree and its lock."""
 
-    def __init__(self, name: str, cache_dir: Path | None, progress: Progress | None) -> None:
-        directory = cache_dir if cache_dir is not None else default_cache_dir()
-        found = store.find(directory, name)
-        if found is None:
-            raise unknown_profile(name, directory)
-        self.stored = found
-        self.profile = name
-        self.label = f"profile {name} (on {found.base})"
-        self.base = registry.runtime(found.base, cache_dir, progress).image
-        self.engine = self.base.engine
+    def __init__(self, stored: store.StoredProfile, base: Image[Any], writable: bool = False) -> None:
+        """`writable`: the tree is preopened writable (only for `wasmexec._userprofile.bytecode`)."""
+        self.stored = stored
+        self.profile = stored.name
+        self.label = f"profile {stored.name} (on {stored.base})"
+        self.base = base
+        self.engine = base.engine
+        self.writable = writable
 
     @property
     def artifacts(self) -> CompiledImageCache:
@@ -93,11 +109,11 @@ class UserImage:
 
     @property
     def identity(self) -> str:
-        return self.stored.identity(self.base.identity)
+        return self.stored.identity
 
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> UserGuest:
         base = self.base.load(engine, engine_key, ticker, fuel)
-        return UserGuest(base, self.identity, self.stored.tree, self.stored.packages)
+        return UserGuest(base, self.identity, self.stored.tree, self.stored.packages, self.writable)
 
     def build(self, guest: Callable[[bool], Guest]) -> None:
         self.base.build(guest)
@@ -130,12 +146,15 @@ class UserRuntime(ImageRuntime[UserGuest]):
     """Owns a user profile's guest, one per limit mode. Share one per process; it is thread-safe."""
 
     def __init__(self, name: str, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
-        super().__init__(UserImage(name, Path(cache_dir) if cache_dir is not None else None, progress))
+        super().__init__(stored_image(name, Path(cache_dir) if cache_dir is not None else None, progress))
 
 
 def cache_files(directory: Path, name: str) -> CacheFiles:
     """The files profile `name` leaves in `directory`: its record and lock, and its current tree."""
-    found = store.find(directory, name)
+    try:
+        found = store.find(directory, name)
+    except BuildError:
+        found = None  # damaged or open to others: no tree of it is current (a rebuild replaces it)
     current = found.tree.name.rsplit("-", 1)[1] if found is not None else ""
     prefix = f"{store.PREFIX}{name}"
     return CacheFiles((

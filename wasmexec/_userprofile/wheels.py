@@ -175,7 +175,11 @@ def unpack(wheels: list[Wheel], tree: Path) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 with archive.open(member) as source, open(target, "wb") as sink:
                     shutil.copyfileobj(source, sink)
-    for path in [tree, *tree.rglob("*")]:  # readable by all, writable by the owner: the trust checks' rule
+
+
+def settle_modes(tree: Path) -> None:
+    """Makes everything in `tree` readable by all and writable by its owner only: the trust checks' rule."""
+    for path in [tree, *tree.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
 
 
