@@ -14,11 +14,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
 from tests.helpers import data_of
+from tests.integration.conftest import child_env
 from tests.wheels import linked_cache, make_wheel
 from wasmexec import BuildError, Limits, Runtime, Sandbox
+from wasmexec._userprofile import profile_store
 from wasmexec._userprofile.profile_build import build_profile
 
 GREET = {"greet/__init__.py": "from helper import PREFIX\n\ndef hello(name):\n    return f'{PREFIX} {name}'\n"}
@@ -131,11 +135,16 @@ def test_an_unknown_profile_lists_the_profiles_and_how_to_build_one(tmp_path: Pa
         Sandbox(profile="mine", cache_dir=tmp_path)
 
 
+def cli(cache: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``wasmexec ARGS`` on cache dir `cache`."""
+    env = {**os.environ, "WASMEXEC_CACHE_DIR": str(cache)}
+    return subprocess.run([sys.executable, "-m", "wasmexec", *args], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)  # fmt: skip
+
+
 def test_the_cli_builds_runs_and_lists_a_profile(tmp_path: Path, cache: Path, wheels: Path) -> None:
     def wasmexec(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "WASMEXEC_CACHE_DIR": str(cache)}
-        return subprocess.run([sys.executable, "-m", "wasmexec", *args], capture_output=True, text=True, env=env,
-                              timeout=120, check=False)  # fmt: skip
+        return cli(cache, *args)
 
     built = wasmexec("build", "--profile", "cli", "--requirements", str(requirements(tmp_path, "greet\n")),
                      "--find-links", str(wheels))  # fmt: skip
@@ -204,3 +213,49 @@ def test_a_rebuild_replaces_an_untrusted_package_tree_under_the_same_name(
     assert rebuilt.image.stored.tree == tree and tree.is_dir() and not tree.is_symlink()
     assert data_of(run(rebuilt, "import greet\nresult = greet.hello('x')")) == "hello x"
     assert (elsewhere / "keep.txt").read_text() == "kept" and not list(cache.glob(".profile-*"))
+
+
+def test_a_profile_is_used_only_on_the_base_image_it_was_built_on(tmp_path: Path, cache: Path, wheels: Path) -> None:
+    stored = build_profile("moved", requirements(tmp_path, "greet\n"), find_links=wheels, cache_dir=cache).image.stored
+    record = json.loads((cache / "profile-moved.json").read_text())
+    record["base_image"] = "sha256:" + "0" * 64  # as if built by another wasmexec, whose default image differs
+    (cache / "profile-moved.json").write_text(json.dumps(record))
+    stored.tree.rename(cache / f"profile-moved-{profile_store.identity(record['base_image'], stored.lock)[7:39]}")
+    with pytest.raises(BuildError, match=r"profile moved was built on another default image .*"
+                                         r"wasmexec build --profile moved --requirements FILE"):  # fmt: skip
+        Sandbox(profile="moved", cache_dir=cache)
+
+
+def test_build_output_ships_a_profile_with_its_base_image(tmp_path: Path, cache: Path, wheels: Path) -> None:
+    shipped = tmp_path / "shipped"
+    built = cli(cache, "build", "--profile", "shipped", "--requirements", str(requirements(tmp_path, "greet\n")),
+                "--find-links", str(wheels), "--output", str(shipped))  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    before = sorted(path.relative_to(shipped) for path in shipped.rglob("*"))
+    assert any(path.name == "profile-shipped.lock" for path in before)
+    assert any(path.suffix == ".pyc" for path in before) and any(path.suffix == ".cwasm" for path in before)
+    ran = cli(tmp_path / "unused", "run", "--profile", "shipped", "--cache-dir", str(shipped), "-c",
+              "import greet\nresult = greet.hello('shipped')")  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["result"]["data"] == "hello shipped"
+    assert sorted(path.relative_to(shipped) for path in shipped.rglob("*")) == before  # run from it as it is
+
+
+def test_serve_offers_a_profile_to_a_real_mcp_client(tmp_path: Path, cache: Path, wheels: Path) -> None:
+    build_profile("served", requirements(tmp_path, "greet\n"), find_links=wheels, cache_dir=cache)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "wasmexec", "serve", "--no-audit",
+                                   "--profile", "served"], env=child_env(WASMEXEC_CACHE_DIR=str(cache)))  # fmt: skip
+    code = "import greet\nfrom codemode import discovery\nresult = [greet.hello('mcp'), discovery.packages()]"
+
+    async def main() -> tuple[str, Any]:
+        with anyio.fail_after(120):
+            async with Client(params) as client:
+                tools = await client.list_tools()
+                reply = await client.call_tool("run_python", {"code": code})
+                assert not reply.is_error, reply
+                return tools.tools[0].description or "", reply.structured_content
+
+    description, result = anyio.run(main)
+    assert "greet" in description
+    assert data_of(result) == ["hello mcp", [{"name": "greet", "version": "1.0"},
+                                             {"name": "helper", "version": "1.2"}]]  # fmt: skip
