@@ -24,6 +24,7 @@ from tests.wheels import linked_cache, make_wheel
 from wasmexec import BuildError, Limits, Runtime, Sandbox
 from wasmexec._userprofile import profile_store
 from wasmexec._userprofile.profile_build import build_profile
+from wasmexec._userprofile.wheels import download, stub_provided
 
 GREET = {"greet/__init__.py": "from helper import PREFIX\n\ndef hello(name):\n    return f'{PREFIX} {name}'\n"}
 
@@ -259,3 +260,17 @@ def test_serve_offers_a_profile_to_a_real_mcp_client(tmp_path: Path, cache: Path
     assert "greet" in description
     assert data_of(result) == ["hello mcp", [{"name": "greet", "version": "1.0"},
                                              {"name": "helper", "version": "1.2"}]]  # fmt: skip
+
+
+def test_a_dependency_the_base_image_has_is_left_to_the_base(tmp_path: Path, wheels: Path) -> None:
+    make_wheel(wheels, "numplot", "1.0", {"numplot/__init__.py": "import numpy\n"}, requires=["numpy>=2"])
+    provided = stub_provided([("numpy", "2.3.0")], tmp_path / "provided")  # as the science image has it
+    for attempt, needs in enumerate(("numplot\n", "numplot\nnumpy>=3\n")):
+        dest = tmp_path / f"dest{attempt}"
+        dest.mkdir()
+        if attempt == 0:
+            found = download(requirements(tmp_path, needs), "3.15", dest, wheels, False, {}, provided)
+            assert [wheel.name for wheel in found] == ["numplot"]
+        else:  # the base's version is the only one there is
+            with pytest.raises(BuildError, match="numpy"):
+                download(requirements(tmp_path, needs), "3.15", dest, wheels, False, {}, provided)

@@ -54,7 +54,8 @@ def build_profile(
         raise ValueError(f"--find-links {find_links} is not a directory")
     base_runtime = registry.runtime(base, cache_dir, progress)
     base_runtime.build()  # the base built and compiled for both limit modes: a no-op when it is
-    python, base_image = base_runtime.describe().python, base_runtime.sandbox_image
+    described, base_image = base_runtime.describe(), base_runtime.sandbox_image
+    python = described.python
     directory = base_runtime.artifacts.writable_directory()
     header = f"# wasmexec profile {name} on {base}; requirements sha256 {hashlib.sha256(requested).hexdigest()}\n"
     lock_path = store.lock_path(directory, name)
@@ -65,16 +66,18 @@ def build_profile(
                                      ignore_cleanup_errors=True) as scratch_name:  # fmt: skip
         scratch = Path(scratch_name)
         (scratch / "wheels").mkdir()
+        provided = wheels.stub_provided(((p.name, p.version) for p in described.packages), scratch / "provided")
         if pinned and previous is not None:
             say(f"wasmexec: downloading the packages pinned in {lock_path}...")
             pins = wheels.parse_lock(previous.decode("utf-8", "replace"))
             (scratch / "pins.txt").write_text("".join(f"{pin}=={version}\n" for pin, (version, _) in pins.items()))
             found = wheels.download(scratch / "pins.txt", python, scratch / "wheels", find_links, True,
-                                    registry.CARRIED)  # fmt: skip
+                                    registry.CARRIED, provided)  # fmt: skip
             wheels.check_pins(found, pins, lock_path)
         else:
             say(f"wasmexec: resolving {requirements} for Python {python} (pure-Python wheels only)...")
-            found = wheels.download(requirements, python, scratch / "wheels", find_links, False, registry.CARRIED)
+            found = wheels.download(requirements, python, scratch / "wheels", find_links, False, registry.CARRIED,
+                                    provided)  # fmt: skip
         found.sort(key=lambda wheel: wheels.normalized(wheel.name))
         lock = (header + "".join(wheel.lock_line() + "\n" for wheel in found)).encode()
         packages = tuple((wheel.name, wheel.version) for wheel in found)

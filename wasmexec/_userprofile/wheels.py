@@ -7,6 +7,10 @@ Python, so a package that has both picks the pure one; what has none (compiled o
 sdist that would need building) is refused naming it. Every downloaded wheel is checked again
 here: its tag, and that it holds no ``.so``/``.pyd``/``.dylib``.
 
+What the base image already has (the science image's numpy, pandas, ...) is offered to pip as an
+empty pure wheel of exactly the base's version (`stub_provided`), so a package that depends on
+it resolves to the base's copy, and no such wheel is ever unpacked or locked.
+
 The lock (``name==version --hash=sha256:...``, one line each, pip's own format) pins what was
 resolved; a rebuild from the same requirements downloads exactly the pinned files and refuses
 one whose hash differs. Unpacking never writes outside the tree (no absolute or ``..`` names).
@@ -14,6 +18,7 @@ one whose hash differs. Unpacking never writes outside the tree (no absolute or 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -21,6 +26,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -70,11 +76,65 @@ def parse_lock(text: str) -> dict[str, tuple[str, str]]:
     return pins
 
 
+def write_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    files: dict[str, str | bytes],
+    tag: str = "py3-none-any",
+    requires: Iterable[str] = (),
+) -> Path:
+    """Writes ``<name>-<version>-<tag>.whl`` into `directory` holding `files` (path → content) and its
+    dist-info (METADATA, WHEEL, RECORD); returns its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    distribution = name.replace("-", "_")
+    info = f"{distribution}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {requirement}\n" for requirement in requires
+    )
+    pure = "true" if tag.endswith("-none-any") else "false"
+    contents = {path: content.encode() if isinstance(content, str) else content for path, content in files.items()}
+    contents[f"{info}/METADATA"] = metadata.encode()
+    contents[f"{info}/WHEEL"] = (
+        f"Wheel-Version: 1.0\nGenerator: wasmexec\nRoot-Is-Purelib: {pure}\nTag: {tag}\n".encode()
+    )
+    record = "".join(f"{path},sha256={_record_digest(data)},{len(data)}\n" for path, data in contents.items())
+    contents[f"{info}/RECORD"] = (record + f"{info}/RECORD,,\n").encode()
+    path = directory / f"{distribution}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in contents.items():
+            archive.writestr(member, data)
+    return path
+
+
+def _record_digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def stub_provided(packages: Iterable[tuple[str, str]], directory: Path) -> Path:
+    """Writes into `directory` an empty wheel per package the base image has, and ``constraints.txt``
+    pinning each to the base's version; returns `directory` (`download`'s `provided`)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    pins = []
+    for name, version in packages:
+        write_wheel(directory, name, version, {})
+        pins.append(f"{name}=={version}\n")
+    (directory / "constraints.txt").write_text("".join(pins))
+    return directory
+
+
 def download(
-    requirements: Path, python: str, dest: Path, find_links: Path | None, pinned: bool, carried: dict[str, str]
+    requirements: Path,
+    python: str,
+    dest: Path,
+    find_links: Path | None,
+    pinned: bool,
+    carried: dict[str, str],
+    provided: Path | None = None,
 ) -> list[Wheel]:
     """Resolves `requirements` (a lock when `pinned`: exactly its files, no dependencies) into `dest`
-    with pip, then checks every wheel. `carried`: package → the built-in profile that has it."""
+    with pip, then checks every wheel. `carried`: package → the built-in profile that has it;
+    `provided`: what the base image has (`stub_provided`), left out of what is returned."""
     command = [
         sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "--no-input", "--retries", "1",
         "--only-binary=:all:", "--implementation", "py", "--abi", "none", "--platform", "any",
@@ -84,13 +144,18 @@ def download(
         command.append("--no-deps")
     if find_links is not None:
         command += ["--no-index", "--find-links", str(find_links)]
+    base_has: set[str] = set()
+    if provided is not None:
+        command += ["--find-links", str(provided), "--constraint", str(provided / "constraints.txt")]
+        base_has = {normalized(path.name.split("-")[0]) for path in provided.glob("*.whl")}
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise BuildError(f"pip could not run: {exc}") from exc
     if completed.returncode != 0:
         raise _pip_failure(completed.stdout + completed.stderr, find_links, carried)
-    return [check_wheel(path, carried) for path in sorted(dest.iterdir())]
+    downloaded = (path for path in sorted(dest.iterdir()) if normalized(path.name.split("-")[0]) not in base_has)
+    return [check_wheel(path, carried) for path in downloaded]
 
 
 def _pip_failure(output: str, find_links: Path | None, carried: dict[str, str]) -> BuildError:
