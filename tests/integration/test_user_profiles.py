@@ -167,8 +167,10 @@ def test_the_packages_are_imported_from_bytecode_compiled_at_build_time(tmp_path
                                                                         wheels: Path) -> None:  # fmt: skip
     make_wheel(wheels, "bulky", "1.0", BULKY)
     user = build_profile("bytecode", requirements(tmp_path, "bulky\n"), find_links=wheels, cache_dir=cache)
-    code = ("import importlib.util, os, sys, bulky\nresult = [bulky.__cached__ == importlib.util.cache_from_source("
-            "bulky.__file__), os.path.isfile(bulky.__cached__), sys.implementation.cache_tag]")  # fmt: skip
+    code = (
+        "import importlib.util, os, sys, bulky\ncached = bulky.__spec__.cached\nresult = [cached == "
+        "importlib.util.cache_from_source(bulky.__file__), os.path.isfile(cached), sys.implementation.cache_tag]"
+    )
     same, present, tag = data_of(run(user, code))
     assert same and present
     pyc = user.image.stored.tree / "bulky" / "__pycache__" / f"__init__.{tag}.pyc"

@@ -43,7 +43,7 @@ def test_a_profile_on_the_science_base_imports_its_package_and_numpy(science_pro
         "import numpy, numstats, importlib.util, os\nfrom codemode import discovery\n"
         "names = {p['name'] for p in discovery.packages()}\n"
         "result = [numstats.spread([3, 9, 4]), numpy.__version__ != '', {'numpy', 'numstats'} <= names,"
-        " os.path.isfile(numstats.__cached__)]"
+        " os.path.isfile(numstats.__spec__.cached)]"
     )
     result = Sandbox(Limits(timeout_ms=60_000), runtime=science_profile, spares=0).run_sync(code)
     assert data_of(result) == [6.0, True, True, True]
