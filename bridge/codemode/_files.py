@@ -1,4 +1,4 @@
-"""The run's files, set up before the code runs: working directory and the ``skills`` package.
+"""The run's files, set up before the code runs: working directory, ``skills`` package, a profile's packages.
 
 The host preopens /workspace and /tmp (and a read-only /skills) only for runs that have a
 workspace, and then names them in the run's options; a run without one pays nothing here.
@@ -18,6 +18,9 @@ _MAX_SKILLS = 200
 _MAX_SKILL_BYTES = 256 * 1024
 _MAX_DOC_CHARS = 500
 
+#: The packages of the run's user profile, as the host names them: ``(name, version)``.
+profile_packages: list[tuple[str, str]] = []
+
 
 def enter(options: dict[str, Any]) -> None:
     """Moves into the run's working directory and installs the ``skills`` namespace package."""
@@ -30,6 +33,20 @@ def enter(options: dict[str, Any]) -> None:
         package = types.ModuleType("skills", "Helpers saved as files: /skills (read-only) and /workspace/skills.")
         package.__path__ = list(paths)
         sys.modules["skills"] = package
+    _profile_packages(options.get("packages"))
+
+
+def _profile_packages(given: Any) -> None:
+    """A user profile's packages: their read-only folder goes last on ``sys.path`` (a package cannot shadow
+    the standard library or codemode), their names and versions to ``discovery.packages()``."""
+    if not isinstance(given, dict):
+        return
+    path, listed = given.get("path"), given.get("list")
+    if isinstance(path, str) and path not in sys.path:
+        sys.path.append(path)
+    if isinstance(listed, list):
+        profile_packages[:] = [(str(item[0]), str(item[1])) for item in listed if isinstance(item, list)
+                               and len(item) == 2]  # fmt: skip
 
 
 def list_skills() -> list[dict[str, str]]:

@@ -110,10 +110,12 @@ def packages() -> list[dict[str, str]]:
     """The installed packages beyond the standard library: ``[{"name", "version"}]``, sorted by name.
 
     Empty in the default sandbox (the standard library only); the science sandbox has numpy,
-    pandas, scipy, scikit-learn (``import sklearn``), statsmodels, matplotlib and more.
+    pandas, scipy, scikit-learn (``import sklearn``), statsmodels, matplotlib and more; a
+    profile built with ``wasmexec build --profile NAME --requirements FILE`` adds its own.
     Example: ``{p["name"]: p["version"] for p in discovery.packages()}.get("pandas")``
     """
-    return [{"name": name, "version": version} for name, version in _PACKAGES]
+    found = sorted({*_PACKAGES, *_files.profile_packages}, key=lambda item: (item[0].lower(), item[1]))
+    return [{"name": name, "version": version} for name, version in found]
 
 
 def _installed() -> tuple[tuple[str, str], ...]:

@@ -61,7 +61,7 @@ def command_cache(args: argparse.Namespace) -> int:
     from wasmexec._sandbox.cachedir import current, inventory
 
     directory = cache_dir(args)
-    entries = inventory(directory, current())
+    entries = inventory(directory, current(directory))
     print(f"cache {directory}: {_total(entries)}")
     for line in usage_lines(entries):
         print(f"  {line}")
@@ -73,7 +73,9 @@ def usage_lines(entries: Iterable[CacheEntry]) -> list[str]:
     from wasmexec._sandbox.cachedir import human
     from wasmexec._sandbox.registry import PROFILES
 
+    yours = sorted({entry.kind for entry in entries} - {*PROFILES, "stale", "other"})
     labels = {**{profile: f"{profile} image (this install)" for profile in PROFILES},
+              **{name: f"{name} profile (yours)" for name in yours},
               "stale": "stale (wasmexec cache clean removes them)", "other": "other files (kept)"}  # fmt: skip
     kinds: dict[str, list[CacheEntry]] = {kind: [] for kind in labels}
     for entry in entries:
@@ -91,7 +93,7 @@ def cache_usage(directory: Path) -> None:
     """The disk usage lines of `wasmexec cache`, on stderr (after a build)."""
     from wasmexec._sandbox.cachedir import current, inventory
 
-    entries = inventory(directory, current())
+    entries = inventory(directory, current(directory))
     print(f"wasmexec: cache {directory}: {_total(entries)}", file=sys.stderr)
     for line in usage_lines(entries):
         print(f"wasmexec:   {line}", file=sys.stderr)
@@ -102,7 +104,7 @@ def command_clean(args: argparse.Namespace) -> int:
 
     directory = cache_dir(args)
     try:
-        removed = clean(directory, current(), dry_run=args.dry_run)
+        removed = clean(directory, current(directory), dry_run=args.dry_run)
     except OSError as exc:
         print(f"wasmexec: error: cannot clean {directory}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_SANDBOX

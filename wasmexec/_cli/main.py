@@ -25,8 +25,10 @@ from wasmexec._cli.options import (
     UsageError,
     add_cache_dir_option,
     add_profile_option,
+    add_user_profile_options,
     progress,
     runtime_from_args,
+    user_profile_from_args,
 )
 from wasmexec._cli.parser import CommandParser
 from wasmexec._version import __version__
@@ -49,13 +51,15 @@ def _add_build_parser(commands: Any) -> None:
         "build",
         help="build and compile the sandbox component now",
         description="Build and compile the sandbox component (otherwise done on first use). "
-        "The science profile is never built on first use: build it with --profile science (a few minutes, 3 GiB).",
+        "The science profile is never built on first use: build it with --profile science (a few minutes, 3 GiB). "
+        "With --requirements, build your own profile NAME: pure-Python packages on top of --base.",
     )
     build.add_argument(
         "--output", type=Path, metavar="DIR", help="also write a self-contained artifact directory to ship read-only"
     )
     add_cache_dir_option(build)
     add_profile_option(build)
+    add_user_profile_options(build)
     build.set_defaults(handler=_command_build, parser=build)
 
 
@@ -110,7 +114,7 @@ _COMMANDS: dict[str, Callable[[Any], None]] = {
 def _command_build(args: argparse.Namespace) -> int:
     from wasmexec._cli.cache import cache_usage
 
-    runtime = runtime_from_args(args)  # follows --profile
+    runtime = user_profile_from_args(args) if args.requirements else runtime_from_args(args)  # follows --profile
     written = runtime.build(args.output)
     progress(f"wasmexec: {runtime.image.label} {runtime.sandbox_image}")
     for path in written:

@@ -33,7 +33,7 @@ from wasmexec._limits import (
     MAX_WORKSPACE_MB,
 )
 from wasmexec._redact import PII_MODES
-from wasmexec._sandbox.registry import DEFAULT_PROFILE, PROFILES
+from wasmexec._sandbox.registry import DEFAULT_PROFILE
 
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
@@ -373,21 +373,62 @@ def _server_errlog(to_terminal: bool) -> Iterator[TextIO]:
 def add_profile_option(parser: argparse._ActionsContainer) -> None:
     parser.add_argument(
         "--profile",
-        choices=PROFILES,
+        type=_profile_name,
         metavar="NAME",
         default=DEFAULT_PROFILE,
-        help='the guest image: default, or science (numpy, pandas, matplotlib; pip install "wasmexec[science]", '
-        "then wasmexec build --profile science)",
+        help='the guest image: default, science (numpy, pandas, matplotlib; pip install "wasmexec[science]", '
+        "then wasmexec build --profile science), or one you built with wasmexec build --requirements",
     )
+
+
+def add_user_profile_options(parser: argparse._ActionsContainer) -> None:
+    """`build`'s options for a user profile (docs/profiles.md)."""
+    parser.add_argument(
+        "--requirements",
+        type=Path,
+        metavar="FILE",
+        help="build profile NAME (--profile) with these pure-Python packages (pip's format)",
+    )
+    parser.add_argument(
+        "--base",
+        default=DEFAULT_PROFILE,
+        metavar="NAME",
+        help="the built-in profile a --requirements profile adds to: default or science",
+    )
+    parser.add_argument("--find-links", type=Path, metavar="DIR",
+                        help="take wheels from DIR only, without the package index")  # fmt: skip
+
+
+def _profile_name(text: str) -> str:
+    from wasmexec._sandbox.registry import check_profile
+
+    try:
+        return check_profile(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def runtime_from_args(args: argparse.Namespace, profile: str | None = None) -> ImageRuntime[Any]:
     """The runtime of `profile` (default: --profile) whose compiled artifacts live in --cache-dir (or
-    WASMEXEC_CACHE_DIR, or the user cache dir)."""
+    WASMEXEC_CACHE_DIR, or the user cache dir); a UsageError for a profile that is not built."""
     from wasmexec._sandbox import registry
 
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
-    return registry.runtime(profile or getattr(args, "profile", None) or DEFAULT_PROFILE, cache_dir, progress)
+    try:
+        return registry.runtime(profile or getattr(args, "profile", None) or DEFAULT_PROFILE, cache_dir, progress)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def user_profile_from_args(args: argparse.Namespace) -> ImageRuntime[Any]:
+    """``build --profile NAME --requirements FILE``: the user profile built (docs/profiles.md)."""
+    from wasmexec._userprofile.profile_build import build_profile
+
+    cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
+    try:
+        return build_profile(args.profile, args.requirements, args.base, args.find_links, cache_dir, progress)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def progress(message: str) -> None:

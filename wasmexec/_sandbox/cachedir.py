@@ -54,11 +54,14 @@ class CacheEntry:
     """For a stale one: why this install has no use for it."""
 
 
-def current() -> Current:
-    """This install's images and engine keys (reads the bridge's sources to name the images; builds nothing)."""
+def current(directory: Path | None = None) -> Current:
+    """This install's images and engine keys (reads the bridge's sources to name the images; builds nothing),
+    and the user profiles built in `directory`."""
     from wasmexec._sandbox import registry
 
-    return Current({profile: registry.cache_files(profile) for profile in registry.PROFILES})
+    built_in = {profile: registry.cache_files(profile) for profile in registry.PROFILES}
+    yours = registry.user_profiles(directory) if directory is not None else []
+    return Current({**built_in, **{name: registry.cache_files(name, directory) for name in yours}})
 
 
 def inventory(directory: Path, now: Current) -> list[CacheEntry]:

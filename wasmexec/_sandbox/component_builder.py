@@ -16,7 +16,7 @@ from typing import Any
 
 from wasmexec._exceptions import BuildError
 from wasmexec._sandbox.assets import GuestSources, builder_version, componentize, guest_sources
-from wasmexec._sandbox.image_cache import CompiledImageCache, Progress, compile_wasm
+from wasmexec._sandbox.image_cache import CompiledImageCache, FileNames, Progress, compile_wasm
 
 #: Components (and their compiled forms) kept in a cache directory: the newest few, so that two
 #: installed versions can share a cache without rebuilding, and an upgrade does not leave 100+ MB behind.
@@ -29,19 +29,11 @@ class ComponentBuilder:
     """Builds the guest component from the bridge's sources with componentize-py."""
 
     builds_on_demand = True
+    names = FileNames("guest-")
 
     def __init__(self, sources: GuestSources | None = None) -> None:
         self.sources = sources or guest_sources()
         self.identity = self.sources.identity()
-
-    def manifest_name(self, short: str) -> str:
-        return f"guest-{short}.json"
-
-    def wasm_name(self, short: str) -> str:
-        return f"guest-{short}.wasm"
-
-    def compiled_name(self, short: str, engine_key: str) -> str:
-        return f"{short}-{engine_key}.cwasm"
 
     def build(self, directory: Path, image: str, progress: Progress) -> bytes:
         progress("wasmexec: building the sandbox component with componentize-py (once, 15-60 s)...")

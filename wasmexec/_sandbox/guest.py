@@ -10,7 +10,7 @@ image's is `wasmexec._science.guest.ScienceGuest`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wasmtime import Engine, Store, WasiConfig
@@ -29,6 +29,8 @@ class Guest(Protocol):
     """The image's ``sha256:`` identity (the run result's ``sandbox_image``)."""
     memory_floor_bytes: int
     """The least memory limit under which it can instantiate (0: no floor)."""
+    run_options: dict[str, object]
+    """What it adds to every run's options for the guest (a user profile: its packages)."""
 
     def configure(self, wasi: WasiConfig) -> None:
         """Adds what the image itself needs to the run's WASI context (the run adds its workspace)."""
@@ -67,6 +69,7 @@ class ComponentGuest:
     component: Any
     linker: Any
     memory_floor_bytes: int = 0
+    run_options: dict[str, object] = field(default_factory=dict)
 
     def configure(self, wasi: WasiConfig) -> None:
         pass  # the component needs nothing but what the run gives it

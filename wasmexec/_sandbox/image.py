@@ -77,6 +77,11 @@ class Image(Protocol[G_co]):
     """Its engine configuration."""
 
     @property
+    def identity(self) -> str:
+        """Its ``sha256:`` (the run result's ``sandbox_image``): the digest of what its guest is made of."""
+        ...
+
+    @property
     def artifacts(self) -> CompiledImageCache:
         """Its compiled-image cache (the directory, the trust checks, the files; ``image``: its digest)."""
         ...

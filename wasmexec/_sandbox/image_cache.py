@@ -49,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -86,6 +87,32 @@ class _Build:
     component_sha256: str
 
 
+@dataclass(frozen=True)
+class FileNames:
+    """How one image's files are named: ``<build><image>.json`` (manifest), ``<build><image>.wasm`` and
+    ``<compiled><image>-<engine key>.cwasm``, where ``<image>`` is the digest's first 32 hex digits."""
+
+    build: str
+    """The manifest's and the wasm's prefix, e.g. ``guest-``."""
+    compiled: str = ""
+    """The compiled forms' prefix (the default image's have none: the names its caches already hold)."""
+
+    def manifest(self, short: str) -> str:
+        return f"{self.build}{short}.json"
+
+    def wasm(self, short: str) -> str:
+        return f"{self.build}{short}.wasm"
+
+    def compiled_form(self, short: str, engine_key: str) -> str:
+        return f"{self.compiled}{short}-{engine_key}.cwasm"
+
+    def patterns(self, hex32: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+        """The build's files (manifest, wasm) and the compiled forms (and records), as `CacheFile` patterns."""
+        build, compiled = re.escape(self.build), re.escape(self.compiled)
+        return (re.compile(rf"{build}(?P<image>{hex32})\.(?:json|wasm)"),
+                re.compile(rf"{compiled}(?P<image>{hex32})-(?P<key>[^/]+?)\.cwasm(?:\.json)?"))  # fmt: skip
+
+
 class ImageBuilder(Protocol):
     """How one image is named, built and compiled: all the cache needs to know of it."""
 
@@ -94,18 +121,8 @@ class ImageBuilder(Protocol):
     builds_on_demand: bool
     """Whether a missing build or compiled form is made on first use, or is a `not_built` error
     (made only inside `CompiledImageCache.building`)."""
-
-    def manifest_name(self, short: str) -> str:
-        """The manifest's file name for the image whose digest starts with `short` (32 hex digits)."""
-        ...
-
-    def wasm_name(self, short: str) -> str:
-        """The built wasm's file name."""
-        ...
-
-    def compiled_name(self, short: str, engine_key: str) -> str:
-        """The file name of the wasm compiled for one engine configuration."""
-        ...
+    names: FileNames
+    """Its files' names."""
 
     def build(self, directory: Path, image: str, progress: Progress) -> bytes:
         """Builds the wasm (scratch files below `directory`), saying what it does; a `BuildError` if it cannot."""
@@ -169,10 +186,10 @@ class CompiledImageCache:
 
     # -- paths -------------------------------------------------------------------------
     def _manifest_path(self, directory: Path) -> Path:
-        return directory / self.builder.manifest_name(self._short)
+        return directory / self.builder.names.manifest(self._short)
 
     def _component_path(self, directory: Path) -> Path:
-        return directory / self.builder.wasm_name(self._short)
+        return directory / self.builder.names.wasm(self._short)
 
     @property
     def _short(self) -> str:
@@ -180,7 +197,7 @@ class CompiledImageCache:
 
     def compiled_name(self, image: str, engine_key: str) -> str:
         """The file name of `image` compiled for one engine configuration."""
-        return self.builder.compiled_name(image.removeprefix("sha256:")[:32], engine_key)
+        return self.builder.names.compiled_form(image.removeprefix("sha256:")[:32], engine_key)
 
     # -- the component -----------------------------------------------------------------
     def sandbox_image(self) -> str:

@@ -10,6 +10,7 @@ and one line here.
 from __future__ import annotations
 
 import importlib
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,29 +30,70 @@ PROFILES = tuple(_IMAGES)
 DEFAULT_PROFILE = "default"
 
 
+#: Packages with compiled code a built-in image already carries (a user profile cannot add them): its profile.
+CARRIED = {name: "science" for name in ("numpy", "pandas", "scipy", "scikit-learn", "statsmodels", "matplotlib")}
+
+
+def is_built_in(name: str) -> bool:
+    """Whether `name` is a built-in profile (else it may be a user profile, `wasmexec._userprofile`)."""
+    return name in _IMAGES
+
+
 def check_profile(name: str) -> str:
-    """`name` if it is a profile; ValueError naming the profiles otherwise."""
-    if name not in _IMAGES:
-        raise ValueError(f"unknown profile {name!r}; the profiles are {', '.join(PROFILES)}")
+    """`name` if it is a built-in profile or could name a user profile; ValueError saying why not otherwise
+    (whether a user profile of that name is built is known when its runtime is made)."""
+    if name in _IMAGES:
+        return name
+    problem: str | None = _user("profile_store").name_problem(name, PROFILES)
+    if problem is not None:
+        raise ValueError(f"unknown profile {name[:64]!r}; the profiles are {', '.join(PROFILES)} and your own "
+                         f"(wasmexec build --profile NAME --requirements FILE): {problem}")  # fmt: skip
     return name
 
 
 def runtime(profile: str, cache_dir: Path | str | None = None, progress: Progress | None = None) -> ImageRuntime[Any]:
-    """A new runtime of `profile`'s image on `cache_dir` (None: the per-user cache dir)."""
-    module, runtime_class, _ = _IMAGES[check_profile(profile)]
+    """A new runtime of `profile`'s image on `cache_dir` (None: the per-user cache dir); a ValueError
+    listing the profiles when there is none of that name."""
+    if not is_built_in(check_profile(profile)):
+        user: ImageRuntime[Any] = _user("user_image").UserRuntime(profile, cache_dir, progress)
+        return user
+    module, runtime_class, _ = _IMAGES[profile]
     made: ImageRuntime[Any] = getattr(importlib.import_module(module), runtime_class)(cache_dir, progress)
     return made
 
 
+_user_defaults: dict[str, ImageRuntime[Any]] = {}
+_user_defaults_lock = threading.Lock()
+
+
 def default_runtime(profile: str) -> ImageRuntime[Any]:
     """The process's shared runtime of `profile`'s image on the default cache directory."""
-    module, _, getter = _IMAGES[check_profile(profile)]
+    if not is_built_in(check_profile(profile)):
+        with _user_defaults_lock:
+            if profile not in _user_defaults:
+                _user_defaults[profile] = runtime(profile)
+            return _user_defaults[profile]
+    module, _, getter = _IMAGES[profile]
     made: ImageRuntime[Any] = getattr(importlib.import_module(module), getter)()
     return made
 
 
-def cache_files(profile: str) -> CacheFiles:
-    """What `profile`'s image leaves in a cache directory, and which of those files this install uses."""
-    module, _, _ = _IMAGES[check_profile(profile)]
+def cache_files(profile: str, directory: Path | None = None) -> CacheFiles:
+    """What `profile`'s image leaves in a cache directory (a user profile's: in `directory`), and which of
+    those files this install uses."""
+    if not is_built_in(check_profile(profile)):
+        user_files: CacheFiles = _user("user_image").cache_files(directory or Path("."), profile)
+        return user_files
+    module, _, _ = _IMAGES[profile]
     files: CacheFiles = importlib.import_module(module).cache_files()
     return files
+
+
+def user_profiles(directory: Path) -> list[str]:
+    """The user profiles built in `directory`."""
+    return [name for name in _user("profile_store").names(directory) if not is_built_in(name)]
+
+
+def _user(module: str) -> Any:
+    """A module of the user profiles (imported by name, like the images: it imports this registry)."""
+    return importlib.import_module(f"wasmexec._userprofile.{module}")

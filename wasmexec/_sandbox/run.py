@@ -104,7 +104,7 @@ def _run(
             live = LiveInstance(guest, limits.memory_bytes, every_ticks=1, preopen=workspace.preopen)
         assert live is not None
         decide = state.should_stop if workspace is None else _stop_or_quota(state, workspace)
-        guest_options: dict[str, object] = {"max_result_bytes": limits.max_result_bytes}
+        guest_options: dict[str, object] = {"max_result_bytes": limits.max_result_bytes, **guest.run_options}
         if workspace is not None:
             guest_options.update(workspace.guest_options())
         options = json.dumps(guest_options)

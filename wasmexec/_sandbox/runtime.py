@@ -8,7 +8,6 @@ Epoch interruption is on in both: the wall-clock limit always applies.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable
 from functools import cache
@@ -24,7 +23,7 @@ from wasmexec._process_default import process_default
 from wasmexec._profiles import DEFAULT, Profile
 from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox import stack as _stack
-from wasmexec._sandbox.component_builder import component_store
+from wasmexec._sandbox.component_builder import ComponentBuilder, component_store
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest, Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings, Image
@@ -81,6 +80,10 @@ class DefaultImage:
     def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
         self.artifacts = component_store(cache_dir, progress)
 
+    @property
+    def identity(self) -> str:
+        return self.artifacts.image
+
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ComponentGuest:
         component = self.artifacts.load_compiled(engine, engine_key)
         linker = Linker(engine)
@@ -130,10 +133,8 @@ def cache_files() -> CacheFiles:
 
     image = guest_sources().identity()[:32]
     keys = frozenset(engine_key(fuel) for fuel in (True, False))
-    return CacheFiles((
-        CacheFile(re.compile(rf"guest-(?P<image>{HEX32})\.(?:json|wasm)"), image),
-        CacheFile(re.compile(rf"(?P<image>{HEX32})-(?P<key>[^/]+?)\.cwasm(?:\.json)?"), image, keys, "compiled"),
-    ), prefixes=("guest-",))  # fmt: skip
+    build, compiled = ComponentBuilder.names.patterns(HEX32)
+    return CacheFiles((CacheFile(build, image), CacheFile(compiled, image, keys, "compiled")), prefixes=("guest-",))
 
 
 G = TypeVar("G", bound=Guest)
@@ -155,7 +156,7 @@ class ImageRuntime(Generic[G]):
     @property
     def sandbox_image(self) -> str:
         """The image's ``sha256:`` digest of its build inputs (the default image's: `wasmexec._sandbox.assets`)."""
-        return self.image.artifacts.image
+        return self.image.identity
 
     def describe(self) -> Profile:
         """What its image offers a run (`wasmexec._profiles`)."""

@@ -12,7 +12,7 @@ of it that only ran `WARM_SOURCE`); the rest of the run is the shared frame's
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class ScienceGuest:
     linker: Any
     stdlib_dir: Path
     memory_floor_bytes: int
+    run_options: dict[str, object] = field(default_factory=dict)
 
     def configure(self, wasi: WasiConfig) -> None:
         """The stdlib zip and matplotlib's data, read-only, at the paths the snapshot was made with."""

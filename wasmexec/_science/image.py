@@ -51,11 +51,11 @@ def cache_files() -> CacheFiles:
 
     image = science_identity(guest_sources())[:32]
     keys = frozenset(engine_key(fuel) for fuel in (True, False))
+    build, compiled = SnapshotBuilder.names.patterns(HEX32)
     return CacheFiles((
-        CacheFile(re.compile(rf"science-(?P<image>{HEX32})\.(?:json|wasm)"), image),
+        CacheFile(build, image),
         CacheFile(re.compile(rf"science-stdlib-(?P<image>{HEX32})"), upstream.STDLIB_ZIP_SHA256[:32], what="stdlib"),
-        CacheFile(re.compile(rf"science-(?P<image>{HEX32})-(?P<key>[^/]+?)\.cwasm(?:\.json)?"), image, keys,
-                  "compiled"),
+        CacheFile(compiled, image, keys, "compiled"),
     ), prefixes=("science-",))  # fmt: skip
 
 
@@ -69,6 +69,10 @@ class ScienceImage:
 
     def __init__(self, cache_dir: Path | None, progress: Progress | None) -> None:
         self.artifacts = CompiledImageCache(SnapshotBuilder(), cache_dir, progress)  # its image: `science_identity`
+
+    @property
+    def identity(self) -> str:
+        return self.artifacts.image
 
     def load(self, engine: Engine, engine_key: str, ticker: EpochTicker, fuel: bool) -> ScienceGuest:
         """The snapshot compiled for `engine` and linked; a `BuildError` when not built."""

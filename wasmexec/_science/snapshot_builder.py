@@ -29,7 +29,7 @@ from typing import Any
 from wasmexec._exceptions import BuildError
 from wasmexec._sandbox import trust
 from wasmexec._sandbox.assets import GuestSources, guest_sources
-from wasmexec._sandbox.image_cache import CompiledImageCache, Progress, compile_wasm, locked
+from wasmexec._sandbox.image_cache import CompiledImageCache, FileNames, Progress, compile_wasm, locked
 from wasmexec._science import upstream
 from wasmexec._science.snapshot import build_snapshot
 
@@ -55,19 +55,11 @@ class SnapshotBuilder:
     """Builds the pre-initialized science snapshot (`snapshot.build_snapshot`); only inside `wasmexec build`."""
 
     builds_on_demand = False
+    names = FileNames("science-", "science-")
 
     def __init__(self, sources: GuestSources | None = None) -> None:
         self.sources = sources or guest_sources()
         self.identity = science_identity(self.sources)
-
-    def manifest_name(self, short: str) -> str:
-        return f"science-{short}.json"
-
-    def wasm_name(self, short: str) -> str:
-        return f"science-{short}.wasm"
-
-    def compiled_name(self, short: str, engine_key: str) -> str:
-        return f"science-{short}-{engine_key}.cwasm"
 
     def build(self, directory: Path, image: str, progress: Progress) -> bytes:
         started = time.monotonic()
