@@ -38,6 +38,7 @@ from wasmexec._tools.pii import PII_MODES
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
     from wasmexec._limits import Limits
+    from wasmexec._sandbox.pooling import Pooling
     from wasmexec._sandbox.runtime import ImageRuntime
     from wasmexec._tools.broker import Broker
     from wasmexec._tools.config import Config
@@ -385,7 +386,21 @@ def runtime_from_args(args: argparse.Namespace, profile: str | None = None) -> I
     from wasmexec._sandbox import registry
 
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
-    return registry.runtime(profile or getattr(args, "profile", None) or DEFAULT_PROFILE, cache_dir, progress)
+    name = profile or getattr(args, "profile", None) or DEFAULT_PROFILE
+    return registry.runtime(name, cache_dir, progress, pooling=pooling_from_args(args))
+
+
+def pooling_from_args(args: argparse.Namespace) -> Pooling | None:
+    """The pooling allocator ``serve --pooling`` asks for (None: the default, on-demand allocator)."""
+    from wasmexec._sandbox.pooling import Pooling
+
+    slots = getattr(args, "pooling", None)
+    resident = getattr(args, "pooling_keep_resident_mb", 0)
+    if slots is None:
+        if resident:
+            raise UsageError("--pooling-keep-resident-mb needs --pooling SLOTS")
+        return None
+    return Pooling(slots, resident)
 
 
 def progress(message: str) -> None:
