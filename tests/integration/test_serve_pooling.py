@@ -43,6 +43,12 @@ def test_keeping_memory_resident_without_a_pool_is_a_usage_error(tmp_path: Path)
     assert "Traceback" not in done.stderr
 
 
+def test_a_pool_smaller_than_the_concurrent_runs_is_a_usage_error(tmp_path: Path) -> None:
+    done = _serve("--pooling", "4", "--max-concurrent-runs", "8", cache=tmp_path)
+    assert done.returncode == 2
+    assert "--pooling 4 is fewer than --max-concurrent-runs 8" in done.stderr
+
+
 def test_a_pool_of_no_slots_is_a_usage_error(tmp_path: Path) -> None:
     done = _serve("--pooling", "0", cache=tmp_path)
     assert done.returncode == 2

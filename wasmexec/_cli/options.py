@@ -400,6 +400,9 @@ def pooling_from_args(args: argparse.Namespace) -> Pooling | None:
         if resident:
             raise UsageError("--pooling-keep-resident-mb needs --pooling SLOTS")
         return None
+    runs = getattr(args, "max_concurrent_runs", 1)
+    if slots < runs:  # spares take slots too, but a spare that finds none is only a miss
+        raise UsageError(f"--pooling {slots} is fewer than --max-concurrent-runs {runs}: the runs over it would fail")
     return Pooling(slots, resident)
 
 
