@@ -106,13 +106,6 @@ def add_serve_parser(commands: Any) -> None:
     runs = serve.add_argument_group("load")
     runs.add_argument("--max-concurrent-runs", type=int_option(1, MAX_RUNS), default=DEFAULT_MAX_CONCURRENT_RUNS,
                       metavar="N", help=f"runs executing at once (default {DEFAULT_MAX_CONCURRENT_RUNS})")  # fmt: skip
-    runs.add_argument("--max-queued-runs", type=int_option(0, MAX_RUNS), default=DEFAULT_MAX_QUEUED_RUNS,
-                      metavar="N", help=f"runs waiting for a slot; more calls are refused as retryable (HTTP 503 with "
-                      f"Retry-After) (default {DEFAULT_MAX_QUEUED_RUNS})")  # fmt: skip
-    runs.add_argument("--spares", type=int_option(0, MAX_SPARES), default=DEFAULT_SPARES, metavar="N",
-                      help=f"instances made ahead of time per kind of run, each used by one run (default "
-                      f"{DEFAULT_SPARES}, at most {MAX_SPARES}; 0 turns them off; about 1.5 MiB of memory each, "
-                      "3 MiB with --profile science)")  # fmt: skip
     runs.add_argument("--pooling", type=int_option(1, MAX_POOL_SLOTS), metavar="SLOTS",
                       help="use wasmtime's pooling allocator: SLOTS sandboxes per profile and limit mode alive at "
                       "once, runs and spares together (at least --max-concurrent-runs plus the spares; a run over that "
@@ -120,6 +113,13 @@ def add_serve_parser(commands: Any) -> None:
     runs.add_argument("--pooling-keep-resident-mb", type=int_option(0, MAX_KEEP_RESIDENT_MB), default=0, metavar="MB",
                       help="with --pooling: memory of each slot kept resident and reset in place between runs, "
                       "fewer page faults for a memset (default 0)")  # fmt: skip
+    runs.add_argument("--max-queued-runs", type=int_option(0, MAX_RUNS), default=DEFAULT_MAX_QUEUED_RUNS,
+                      metavar="N", help=f"runs waiting for a slot; more calls are refused as retryable (HTTP 503 with "
+                      f"Retry-After) (default {DEFAULT_MAX_QUEUED_RUNS})")  # fmt: skip
+    runs.add_argument("--spares", type=int_option(0, MAX_SPARES), default=DEFAULT_SPARES, metavar="N",
+                      help=f"instances made ahead of time per kind of run, each used by one run (default "
+                      f"{DEFAULT_SPARES}, at most {MAX_SPARES}; 0 turns them off; about 1.5 MiB of memory each, "
+                      "3 MiB with --profile science)")  # fmt: skip
     proxy = serve.add_argument_group("behind a reverse proxy (with --http)")
     proxy.add_argument("--allowed-host", action="append", default=[], metavar="HOST",
                        help="also accept this Host header (e.g. mcp.example.com; without a port, any port); "
