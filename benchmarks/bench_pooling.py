@@ -15,7 +15,7 @@ wasmtime's instance allocator:
 For each: fresh `1 + 1` latency, page faults and kernel time per run, and the speedup
 of fib(22) runs on 2 threads vs 1 (with a GIL-free, wasm-free control first: on a shared
 VM the second core is not always free). wasmtime-py does not wrap the pooling allocator;
-this uses its C API through wasmtime's ctypes bindings.
+wasmexec uses its C API through wasmtime's ctypes bindings (`wasmexec serve --pooling`).
 """
 
 from __future__ import annotations
@@ -33,65 +33,22 @@ from bench_core import (
     Guest,
     Settings,
     compare_threads,
-    engine_config,
     log,
     per_run_usage,
     run_by_hand,
     summarize,
     timed,
 )
-from wasmtime import Engine
-from wasmtime import _bindings as ffi
-from wasmtime.component import Component, Linker
 
 from wasmexec import Limits, Runtime
-from wasmexec._limits import MAX_MEMORY_MB
-from wasmexec._sandbox import epoch as _epoch
-from wasmexec._sandbox import hostcalls as _hostcalls
-from wasmexec._sandbox.runtime import engine_key
-
-#: Room for a few dozen live instances of the guest component (it has several core instances).
-POOLING_LIMITS = {
-    "total_component_instances": 64,
-    "total_core_instances": 1024,
-    "total_memories": 128,
-    "total_tables": 1024,
-    "total_stacks": 0,
-    "max_core_instances_per_component": 64,
-    "max_memories_per_component": 16,
-    "max_tables_per_component": 64,
-    "max_memory_size": MAX_MEMORY_MB << 20,
-    "table_elements": 200_000,
-    "max_core_instance_size": 4 << 20,
-    "max_component_instance_size": 4 << 20,
-}
+from wasmexec._sandbox.pooling import Pooling
 
 
-def make_engine(pooling: bool, keep_resident_mib: int = 0) -> Engine:
-    """wasmexec's no-fuel engine configuration, on the on-demand or the pooling allocator."""
-    config = engine_config(fuel=False, epoch=True)
-    if pooling:
-        settings = dict(
-            POOLING_LIMITS,
-            linear_memory_keep_resident=keep_resident_mib << 20,
-            table_keep_resident=keep_resident_mib << 20,
-        )
-        pool = ffi.wasmtime_pooling_allocation_config_new()
-        for name, value in settings.items():
-            getattr(ffi, f"wasmtime_pooling_allocation_config_{name}_set")(pool, value)
-        ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), pool)  # copies the settings
-        ffi.wasmtime_pooling_allocation_config_delete(pool)
-    return Engine(config)
-
-
-def load_guest(runtime: Runtime, engine: Engine) -> Guest:
-    """The guest compiled by wasmexec for its no-fuel engine, loaded into `engine` (the allocator is not baked in)."""
-    runtime.guest(False)  # compiles it if this image is new
-    path = runtime.artifacts.directory / runtime.artifacts.compiled_name(runtime.sandbox_image, engine_key(False))
-    linker = Linker(engine)
-    linker.add_wasip2()
-    _hostcalls.register(linker)
-    return Guest(engine, Component.deserialize_file(engine, str(path)), linker, False, True, _epoch.EpochTicker(engine))
+def load_guest(pooling: Pooling | None) -> Guest:
+    """The default image's no-fuel guest as wasmexec loads it, on an engine with or without the pooling allocator
+    (`wasmexec._sandbox.pooling`; the allocator is not baked into the compiled form)."""
+    guest = Runtime(pooling=pooling).guest(False)
+    return Guest(guest.engine, guest.component, guest.linker, False, True, guest.ticker)
 
 
 def measure(guest: Guest, settings: Settings) -> dict[str, Any]:
@@ -110,11 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
     settings = Settings.for_mode(parser.parse_args(argv).quick)
-    runtime = Runtime()
-    engines = {
-        "on-demand": make_engine(pooling=False),
-        "pooling": make_engine(pooling=True),
-        "pooling+resident 16 MiB": make_engine(pooling=True, keep_resident_mib=16),
+    allocators = {
+        "on-demand": None,
+        "pooling": Pooling(slots=64),
+        "pooling+resident 16 MiB": Pooling(slots=64, keep_resident_mb=16),
     }
     log(
         "| allocator | fresh `1 + 1` p50 | p95 | page faults / run | kernel ms / run | user ms / run "
@@ -123,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     data = os.urandom(32 << 20)
     control = compare_threads(lambda: hashlib.sha256(data).digest(), settings)
     log(f"| control: sha256, no wasm | - | - | - | - | - | x{control['speedup']:.2f} | - |")
-    for name, engine in engines.items():
-        result = measure(load_guest(runtime, engine), settings)
+    for name, pooling in allocators.items():
+        result = measure(load_guest(pooling), settings)
         fresh, usage, threads = result["fresh run"], result["per run"], result["threads"]
         log(
             f"| {name} | {fresh['median_ms']:.2f} ms | {fresh['p95_ms']:.2f} ms | "

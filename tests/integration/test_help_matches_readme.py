@@ -118,7 +118,7 @@ def test_options_that_exclude_each_other_are_shown_as_a_choice_and_only_those(co
 @pytest.mark.parametrize("command", ["run", "serve"])
 def test_help_states_every_limits_default_and_maximum(command: str) -> None:
     text = " ".join(PARSERS[command].format_help().split())
-    for name in ("DEFAULT_TIMEOUT_MS", "MAX_TIMEOUT_MS", "DEFAULT_MEMORY_MB", "MAX_MEMORY_MB", "DEFAULT_FUEL",
+    for name in ("DEFAULT_TIMEOUT_MS", "MAX_TIMEOUT_MS", "DEFAULT_MEMORY_MB", "MAX_MEMORY_MB",
                  "DEFAULT_MAX_STDOUT_BYTES", "DEFAULT_MAX_STDERR_BYTES", "DEFAULT_MAX_RESULT_BYTES",
                  "DEFAULT_MAX_TOOL_CALLS", "DEFAULT_WORKSPACE_MB", "MAX_WORKSPACE_MB", "DEFAULT_WORKSPACE_FILES",
                  "MAX_WORKSPACE_FILES"):  # fmt: skip

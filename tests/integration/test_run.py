@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, log_text
-from wasmexec import Sandbox
+from wasmexec import Limits, Sandbox
 
 
 def test_the_global_result_is_the_runs_data(sandbox: Sandbox) -> None:
@@ -37,7 +37,8 @@ def test_the_envelope_carries_ids_digests_and_metrics(sandbox: Sandbox, runtime)
     assert result["approval_state"] == "NOT_REQUIRED"
     assert len(result["run_id"]) == 32 and result["run_id"] != result["trace_id"]
     metrics = result["result"]["metrics"]
-    assert metrics["fuel_used"] > 0 and metrics["tool_calls"] == 0 and metrics["duration_ms"] > 0
+    assert metrics["fuel_used"] is None and metrics["tool_calls"] == 0 and metrics["duration_ms"] > 0
+    assert sandbox.run_sync(code, Limits(fuel=10**9))["result"]["metrics"]["fuel_used"] > 0
     assert result["tool_trace"] == []
 
 

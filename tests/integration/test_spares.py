@@ -21,7 +21,9 @@ from wasmexec._sandbox.output import OutputCapture
 from wasmexec._sandbox.spares import SpareKey, Spares, SpareStats
 from wasmexec._workspace.rundir_pool import default_pool
 
-LIMITS = Limits(timeout_ms=10_000)
+#: With a fuel budget (fuel is off by default): the spares here are metered, so fuel is tested to count from
+#: the run's start, not the spare's warm-up.
+LIMITS = Limits(timeout_ms=10_000, fuel=4_000_000_000_000)
 
 #: What a run can see of the interpreter it starts in (everything a spare's warm-up could have changed).
 PROBE = textwrap.dedent("""
@@ -120,7 +122,7 @@ def test_a_spare_runs_with_the_runs_inputs_and_returns_its_artifacts(spared: San
 
 def test_the_workspace_quota_holds_on_a_spare(spared: Sandbox) -> None:
     _ready(spared)
-    result = spared.run_sync("open('big', 'wb').write(b'x' * 3_000_000)", Limits(timeout_ms=10_000, workspace_mb=1))
+    result = spared.run_sync("open('big', 'wb').write(b'x' * 3_000_000)", LIMITS.replace(workspace_mb=1))
     assert spared.spares.stats().hits == 1  # the workspace limits are the run's, not the kind of spare's
     assert result["diagnostics"][-1]["limit"] == "workspace_bytes"
 
@@ -130,7 +132,7 @@ def test_the_deadline_and_fuel_count_from_the_runs_start_not_the_spares(spared: 
     import time
 
     time.sleep(0.5)  # the spare waits longer than the run's whole deadline
-    result = spared.run_sync("while True: pass", Limits(timeout_ms=300))
+    result = spared.run_sync("while True: pass", LIMITS.replace(timeout_ms=300))
     assert result["diagnostics"][-1]["limit"] == "timeout"
     assert result["duration_ms"] >= 300
     _ready(spared)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from wasmexec._limits import (
-    DEFAULT_FUEL,
     DEFAULT_MAX_LLM_CALLS,
     DEFAULT_MAX_LLM_TOKENS,
     DEFAULT_MAX_RESULT_BYTES,
@@ -38,6 +37,7 @@ from wasmexec._sandbox.registry import DEFAULT_PROFILE
 if TYPE_CHECKING:
     from wasmexec._audit import AuditLog
     from wasmexec._limits import Limits
+    from wasmexec._sandbox.pooling import Pooling
     from wasmexec._sandbox.runtime import ImageRuntime
     from wasmexec._tools.broker import Broker
     from wasmexec._tools.config import Config
@@ -103,9 +103,10 @@ def add_run_options(parser: argparse.ArgumentParser, *, ceilings: bool) -> None:
         "--fuel",
         type=int_option(1),
         metavar="N",
-        help=f"instruction budget (default {DEFAULT_FUEL}, about 10x what the default timeout allows)",
+        help="instruction budget, for deterministic cut-offs (default: none, the timeout limits CPU time; "
+        "metering costs CPU-bound code 9-35%% of its speed)",
     )
-    fuel.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (faster CPU-bound code)")
+    fuel.add_argument("--no-fuel", action="store_true", help="no instruction budget (the default)")
     limits.add_argument(
         "--max-log-bytes",
         type=int_option(0),
@@ -414,8 +415,9 @@ def runtime_from_args(args: argparse.Namespace, profile: str | None = None) -> I
     from wasmexec._sandbox import registry
 
     cache_dir = args.cache_dir or os.environ.get(CACHE_DIR_ENV) or None
+    name = profile or getattr(args, "profile", None) or DEFAULT_PROFILE
     try:
-        return registry.runtime(profile or getattr(args, "profile", None) or DEFAULT_PROFILE, cache_dir, progress)
+        return registry.runtime(name, cache_dir, progress, pooling=pooling_from_args(args))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -429,6 +431,22 @@ def user_profile_from_args(args: argparse.Namespace) -> ImageRuntime[Any]:
         return build_profile(args.profile, args.requirements, args.base, args.find_links, cache_dir, progress)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+
+
+def pooling_from_args(args: argparse.Namespace) -> Pooling | None:
+    """The pooling allocator ``serve --pooling`` asks for (None: the default, on-demand allocator)."""
+    from wasmexec._sandbox.pooling import Pooling
+
+    slots = getattr(args, "pooling", None)
+    resident = getattr(args, "pooling_keep_resident_mb", 0)
+    if slots is None:
+        if resident:
+            raise UsageError("--pooling-keep-resident-mb needs --pooling SLOTS")
+        return None
+    runs = getattr(args, "max_concurrent_runs", 1)
+    if slots < runs:  # spares take slots too, but a spare that finds none is only a miss
+        raise UsageError(f"--pooling {slots} is fewer than --max-concurrent-runs {runs}: the runs over it would fail")
+    return Pooling(slots, resident)
 
 
 def progress(message: str) -> None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from wasmexec._sandbox.image import CacheFiles
     from wasmexec._sandbox.image_cache import Progress
+    from wasmexec._sandbox.pooling import Pooling
     from wasmexec._sandbox.runtime import ImageRuntime
 
 #: Each profile's image: the module, its runtime class, and its process-default getter (its module also
@@ -51,14 +52,18 @@ def check_profile(name: str) -> str:
     return name
 
 
-def runtime(profile: str, cache_dir: Path | str | None = None, progress: Progress | None = None) -> ImageRuntime[Any]:
-    """A new runtime of `profile`'s image on `cache_dir` (None: the per-user cache dir); a ValueError
-    listing the profiles when there is none of that name."""
+def runtime(
+    profile: str, cache_dir: Path | str | None = None, progress: Progress | None = None, pooling: Pooling | None = None
+) -> ImageRuntime[Any]:
+    """A new runtime of `profile`'s image on `cache_dir` (None: the per-user cache dir), on the pooling
+    allocator with `pooling` (`wasmexec._sandbox.pooling`); a ValueError listing the profiles when there is
+    none of that name."""
     if not is_built_in(check_profile(profile)):
-        user: ImageRuntime[Any] = _user("user_image").UserRuntime(profile, cache_dir, progress)
+        user: ImageRuntime[Any] = _user("user_image").UserRuntime(profile, cache_dir, progress, pooling=pooling)
         return user
     module, runtime_class, _ = _IMAGES[profile]
-    made: ImageRuntime[Any] = getattr(importlib.import_module(module), runtime_class)(cache_dir, progress)
+    runtime_type = getattr(importlib.import_module(module), runtime_class)
+    made: ImageRuntime[Any] = runtime_type(cache_dir, progress, pooling=pooling)
     return made
 
 

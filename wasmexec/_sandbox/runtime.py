@@ -28,7 +28,8 @@ from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest, Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings, Image
 from wasmexec._sandbox.image_cache import Progress
-from wasmexec._sandbox.wasmtime_internals import ffi
+from wasmexec._sandbox.pooling import Pooling
+from wasmexec._sandbox.wasmtime_internals import ffi, use_pooling_allocator
 
 #: The default image's engines (bump the format when the configuration changes).
 DEFAULT_ENGINE = EngineSettings("v2")
@@ -47,7 +48,9 @@ def engine_key(fuel: bool, settings: EngineSettings = DEFAULT_ENGINE) -> str:
     return f"wasmtime{wasmtime_version()}-{settings.format}-{'fuel' if fuel else 'nofuel'}"
 
 
-def make_engine(fuel: bool, settings: EngineSettings = DEFAULT_ENGINE) -> Engine:
+def make_engine(fuel: bool, settings: EngineSettings = DEFAULT_ENGINE, pooling: Pooling | None = None) -> Engine:
+    """An engine of one limit mode for an image's `settings`; on the pooling allocator with `pooling`
+    (`wasmexec._sandbox.pooling`; the compiled form is the same either way, so the engine key is too)."""
     config = Config()
     config.epoch_interruption = True
     config.consume_fuel = fuel
@@ -55,6 +58,8 @@ def make_engine(fuel: bool, settings: EngineSettings = DEFAULT_ENGINE) -> Engine
         config.wasm_exceptions = True
     config.cranelift_opt_level = "speed"
     set_wasm_stack(config)
+    if pooling is not None:
+        use_pooling_allocator(config, pooling.settings(gc_heap=settings.wasm_exceptions))
     return Engine(config)
 
 
@@ -143,8 +148,9 @@ G = TypeVar("G", bound=Guest)
 class ImageRuntime(Generic[G]):
     """Owns one image's compiled guest, one per limit mode, made on first use. Share one per process; thread-safe."""
 
-    def __init__(self, image: Image[G]) -> None:
+    def __init__(self, image: Image[G], pooling: Pooling | None = None) -> None:
         self.image = image
+        self.pooling = pooling
         self.artifacts = image.artifacts
         self._guests = PerMode(self._load)
 
@@ -172,7 +178,7 @@ class ImageRuntime(Generic[G]):
         return self.guest(fuel)
 
     def _load(self, fuel: bool) -> G:
-        engine = make_engine(fuel, self.image.engine)
+        engine = make_engine(fuel, self.image.engine, self.pooling)
         return self.image.load(engine, engine_key(fuel, self.image.engine), EpochTicker(engine), fuel)
 
     def build(self, output: Path | None = None) -> list[Path]:
@@ -187,14 +193,18 @@ class ImageRuntime(Generic[G]):
 class Runtime(ImageRuntime[ComponentGuest]):
     """Owns the default image's compiled guest. Share one per process; it is thread-safe."""
 
-    def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
+    def __init__(
+        self, cache_dir: Path | str | None = None, progress: Progress | None = None, *, pooling: Pooling | None = None
+    ) -> None:
         """Args:
         cache_dir: where the built and compiled component is kept. Used as given: when it must
             be written and cannot be, that is a `BuildError`. None: the per-user cache dir,
             which falls back to a private temp dir with a warning.
         progress: receives one-line messages about builds and compiles.
+        pooling: run instances on wasmtime's pooling allocator (`wasmexec._sandbox.pooling`); None: each
+            instance maps its own memory (the default).
         """
-        super().__init__(DefaultImage(Path(cache_dir) if cache_dir is not None else None, progress))
+        super().__init__(DefaultImage(Path(cache_dir) if cache_dir is not None else None, progress), pooling)
 
 
 #: The process's shared runtime on the default cache directory.

@@ -8,8 +8,9 @@ upper pin), re-check, against the new wasmtime-py source:
   callback type and its ``wasmtime_component_val_t`` layout: ``kind``, ``of.string``, ``of.list``;
   ``wasmtime_component_linker_instance_add_func``, ``wasmtime_linker_define_func``,
   ``wasmtime_store_epoch_deadline_callback`` and its update-deadline kinds,
-  ``wasmtime_config_async_stack_size_set``, ``wasmtime_error_new``, ``wasmtime_trap_new``, the
-  byte-vector and value-list helpers, ``WASMTIME_I32``).
+  ``wasmtime_config_async_stack_size_set``, the ``wasmtime_pooling_allocation_config_*`` setters and
+  ``wasmtime_pooling_allocation_strategy_set`` (which copies the settings), ``wasmtime_error_new``,
+  ``wasmtime_trap_new``, the byte-vector and value-list helpers, ``WASMTIME_I32``).
 - ``wasmtime.component._linker``: ``FUNCTIONS`` (the slab of host functions its trampoline looks
   up) and ``func_finalize``; and its ``func_impl``, of which `hostcalls._dispatch` is a copy
   (lift the arguments, call, lower the result, invalidate the store, turn errors into traps).
@@ -26,13 +27,13 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from wasmtime import Trap, WasmtimeError
+from wasmtime import Config, Trap, WasmtimeError
 from wasmtime import _ffi as ffi
 from wasmtime.component import _linker as component_linker
 from wasmtime.component._types import FuncType
 
 __all__ = ["component_linker", "error_from_pointer", "error_pointer", "ffi", "func_type", "invalidate",
-           "lift_params", "lower_result"]  # fmt: skip
+           "lift_params", "lower_result", "use_pooling_allocator"]  # fmt: skip
 
 
 def error_pointer(error: WasmtimeError | Trap) -> int:
@@ -65,3 +66,15 @@ def lower_result(func_type: Any, store: Any, result: Any, results: Any) -> None:
     """Writes a component host function's return value into its C result slot, as wasmtime-py does."""
     if func_type.result is not None:
         func_type.result.convert_to_c(store, result, results)
+
+
+def use_pooling_allocator(config: Config, settings: dict[str, int]) -> None:
+    """Makes engines of `config` use the pooling allocator with `settings` (``<name>`` of each
+    ``wasmtime_pooling_allocation_config_<name>_set``); wasmtime-py does not wrap it."""
+    pool = ffi.wasmtime_pooling_allocation_config_new()
+    try:
+        for name, value in settings.items():
+            getattr(ffi, f"wasmtime_pooling_allocation_config_{name}_set")(pool, value)
+        ffi.wasmtime_pooling_allocation_strategy_set(config.ptr(), pool)  # copies the settings
+    finally:
+        ffi.wasmtime_pooling_allocation_config_delete(pool)

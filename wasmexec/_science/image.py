@@ -22,6 +22,7 @@ from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings
 from wasmexec._sandbox.image_cache import CompiledImageCache, Progress
+from wasmexec._sandbox.pooling import Pooling
 from wasmexec._sandbox.runtime import ImageRuntime
 from wasmexec._science import door, upstream
 from wasmexec._science.guest import ScienceGuest
@@ -110,9 +111,11 @@ class ScienceImage:
 class ScienceRuntime(ImageRuntime[ScienceGuest]):
     """Owns the compiled science snapshot. Share one per process; it is thread-safe."""
 
-    def __init__(self, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
+    def __init__(
+        self, cache_dir: Path | str | None = None, progress: Progress | None = None, *, pooling: Pooling | None = None
+    ) -> None:
         image = ScienceImage(Path(cache_dir) if cache_dir is not None else None, progress)
-        super().__init__(image)
+        super().__init__(image, pooling)
 
 
 #: The process's shared science runtime on the default cache directory.

@@ -25,6 +25,7 @@ from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, Image
 from wasmexec._sandbox.image_cache import CompiledImageCache, Progress, atomic_write, default_cache_dir
+from wasmexec._sandbox.pooling import Pooling
 from wasmexec._sandbox.report import GuestReport
 from wasmexec._sandbox.runtime import ImageRuntime
 from wasmexec._userprofile import profile_store as store
@@ -145,8 +146,15 @@ class UserImage:
 class UserRuntime(ImageRuntime[UserGuest]):
     """Owns a user profile's guest, one per limit mode. Share one per process; it is thread-safe."""
 
-    def __init__(self, name: str, cache_dir: Path | str | None = None, progress: Progress | None = None) -> None:
-        super().__init__(stored_image(name, Path(cache_dir) if cache_dir is not None else None, progress))
+    def __init__(
+        self,
+        name: str,
+        cache_dir: Path | str | None = None,
+        progress: Progress | None = None,
+        *,
+        pooling: Pooling | None = None,
+    ) -> None:
+        super().__init__(stored_image(name, Path(cache_dir) if cache_dir is not None else None, progress), pooling)
 
 
 def cache_files(directory: Path, name: str) -> CacheFiles:
