@@ -16,14 +16,21 @@ the wasm). Such a thread's stack is virtual memory, touched only as deep as a ru
 
 from __future__ import annotations
 
+import queue
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 #: The engines' ``max_wasm_stack``: deep enough for structures nested 100,000 deep (measured).
 WASM_STACK_BYTES = 64 << 20
 #: A guest thread's native stack: the wasm stack plus room for the host frames under and over it.
 THREAD_STACK_BYTES = WASM_STACK_BYTES + (16 << 20)
+
+#: How long an idle reused guest thread waits for more work before it ends.
+IDLE_THREAD_S = 2.0
+#: Idle reused guest threads kept at most: each keeps the stack pages its deepest run touched resident.
+MAX_IDLE_THREADS = 2
 
 T = TypeVar("T")
 
@@ -43,20 +50,81 @@ def on_guest_stack(work: Callable[[], T]) -> T:
     failure: list[BaseException] = []
 
     def body() -> None:
-        _local.deep = True
         try:
             outcome.append(work())
         except BaseException as exc:
             failure.append(exc)
 
-    thread = threading.Thread(target=body, name="wasmexec-guest", daemon=True)
+    guest_thread(body, name="wasmexec-guest").join()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def guest_thread(target: Callable[[], object], *, name: str) -> threading.Thread:
+    """Starts and returns a daemon thread that runs `target` with a guest-sized stack.
+
+    Guest calls made on it (`on_guest_stack`) run in place: a caller that needs a thread of its
+    own anyway (a server's run) starts it here and saves the second thread per run.
+    """
+
+    def body() -> None:
+        _local.deep = True
+        target()
+
+    thread = threading.Thread(target=body, name=name, daemon=True)
     with _stack_size_lock:  # the size is process-wide: set it for this start only
         previous = threading.stack_size(THREAD_STACK_BYTES)
         try:
             thread.start()
         finally:
             threading.stack_size(previous)
-    thread.join()
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    return thread
+
+
+class GuestThreads:
+    """Guest-stack threads reused between pieces of work (each piece runs on one, start to end).
+
+    Starting a thread waits until the new thread has run (about 0.1 ms on an idle machine,
+    milliseconds on a busy one, where it waits for a core and the GIL); handing work to an
+    idle thread only wakes it. At most `MAX_IDLE_THREADS` wait, each for `IDLE_THREAD_S`,
+    because a thread keeps the stack pages its deepest work touched. Work must catch its own
+    exceptions (one that escapes is dropped) and leave no thread-local state behind.
+    """
+
+    def __init__(self, name: str, *, idle_s: float = IDLE_THREAD_S, max_idle: int = MAX_IDLE_THREADS) -> None:
+        self._name = name
+        self._idle_s = idle_s
+        self._max_idle = max_idle
+        self._lock = threading.Lock()
+        self._work: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+        self._idle = 0  # threads that will take the next piece of work (under `_lock`)
+
+    def submit(self, work: Callable[[], object]) -> None:
+        """Runs `work` on an idle thread, or on a new one when none is idle; returns at once."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._work.put(work)
+                return
+        guest_thread(partial(self._serve, work), name=self._name)
+
+    def _serve(self, work: Callable[[], object]) -> None:
+        while True:
+            try:
+                work()
+            except BaseException:  # the work reports its own outcome; the thread serves the next one
+                pass
+            with self._lock:
+                if self._idle >= self._max_idle:
+                    return
+                self._idle += 1
+            try:
+                work = self._work.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    try:  # work handed over as the wait ran out is still this thread's
+                        work = self._work.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return

@@ -311,7 +311,9 @@ class RunPythonServer:
         started = False
         try:
             try:  # on a worker thread: reserving may first remove expired sessions' files
-                session = await anyio.to_thread.run_sync(self._session, job, caller)
+                session = None
+                if self._wants_session(job):
+                    session = await anyio.to_thread.run_sync(self._session, job, caller)
             except UnknownSession as exc:
                 if job.end_session:  # ending is idempotent; the code needed the session's files, so it is not run
                     return _ended_result(False)
@@ -366,6 +368,10 @@ class RunPythonServer:
                    new_session=arguments.get("session") is True, session_id=session_id,
                    end_session=arguments.get("end_session") is True, profile=profile)  # fmt: skip
 
+    def _wants_session(self, job: Job) -> bool:
+        """Whether the run works in a session (without one, no thread hop and no file of the state dir)."""
+        return self.sessions is not None and (job.session_id is not None or job.new_session)
+
     def _session(self, job: Job, caller: str | None) -> SessionRun | None:
         """The session the run works in, reserved for it, its files opened into the run's copy (None: no session).
 
@@ -373,7 +379,7 @@ class RunPythonServer:
             SessionError: unknown, busy, over a cap, or its stored files or vault do not open.
         """
         store = self.sessions
-        if store is None or (job.session_id is None and not job.new_session):
+        if store is None or not self._wants_session(job):
             return None
         session = store.acquire(job.session_id, caller) if job.session_id is not None else store.create(caller)
         try:
@@ -444,7 +450,7 @@ class RunPythonServer:
 
             try:
                 async with streamed(run.output, sender(ctx, self.log_levels)):
-                    outcome = await self._until_done(ctx, run, report)
+                    outcome = await self._until_done(ctx, run, report, portal)
             except anyio.get_cancelled_exc_class():
                 run.control.stop()  # the client cancelled: stop the run and its downstream calls
                 raise
@@ -455,25 +461,27 @@ class RunPythonServer:
         if isinstance(outcome.result, BaseException):  # the sandbox could not run the code at all
             raise MCPError(INTERNAL_ERROR, internal_error(outcome.result).message)
         await ctx.session.report_progress(1, 1, "done")
-        return await anyio.to_thread.run_sync(self._tool_result, outcome.result, run)
+        if outcome.result.get("artifacts"):  # their owner is recorded and small ones read: disk work
+            return await anyio.to_thread.run_sync(self._tool_result, outcome.result, run)
+        return self._tool_result(outcome.result, run)  # nothing to keep or read: no thread hop
 
     async def _until_done(
-        self, ctx: Context, run: ServerRun, report: Callable[[str], None]
+        self, ctx: Context, run: ServerRun, report: Callable[[str], None], portal: anyio.from_thread.BlockingPortal
     ) -> Done | InputRequiredResult:
         """Waits for the run's events; asks for approvals and samples the way the client's era allows."""
         async with anyio.create_task_group() as asking:  # 2025 era: sampling requests go out in parallel
-            event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+            event = await run.next_event(report, portal)
             while not isinstance(event, Done):
                 if isinstance(event, Approval | Asked) and event.snapshot is not None:  # 2026 era
                     answer = self._input_required(ctx, run, event)
                     # The run ends: its session and slot are free before the retry.
-                    await anyio.to_thread.run_sync(run.wait_ended, report, abandon_on_cancel=True)
+                    await run.wait_ended(report, portal)
                     return answer
                 if isinstance(event, sampling.Sample):
                     asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
                 else:
                     run.answer(await self._elicit(ctx, event.request))
-                event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+                event = await run.next_event(report, portal)
             asking.cancel_scope.cancel()  # the run is over: questions still out are moot
         assert isinstance(event, Done)  # the task group never swallows an exception
         return event
