@@ -8,6 +8,7 @@ directory (sessions and artifacts: none). Each thread start or hop costs a GIL h
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -106,3 +107,13 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     assert counts.hops == Counter(), counts.hops
     lines = (tmp_path / "audit.jsonl").read_text().splitlines()
     assert len(lines) == WARM_UP_CALLS + COUNTED_CALLS  # every run still writes its audit line, one each
+
+
+def test_the_output_schema_that_clients_check_every_result_against_has_no_refs(runtime: Runtime) -> None:
+    server = RunPythonServer(Sandbox(Limits(timeout_ms=10_000), runtime=runtime))
+    try:
+        schema = server.tool.output_schema
+        assert schema is not None and "$ref" not in json.dumps(schema) and "$defs" not in schema
+        assert set(schema["required"]) >= {"run_id", "result", "logs", "diagnostics"}
+    finally:
+        server.close()

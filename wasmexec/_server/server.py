@@ -61,7 +61,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 
-from wasmexec._envelope import TOOL_NAME, RunResult, run_result_json_schema
+from wasmexec._envelope import TOOL_NAME, RunResult, inlined_json_schema, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._profiles import Profile, profile_of
 from wasmexec._runctx.journal import Journal
@@ -182,7 +182,7 @@ class RunPythonServer:
             name=TOOL_NAME,
             description=description(self.options.limits, self.profiles, no_files),
             input_schema=self.input_schema,
-            output_schema=run_result_json_schema(),
+            output_schema=inlined_json_schema(run_result_json_schema()),  # clients check every result with it
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
         self.runs = LiveRuns()
