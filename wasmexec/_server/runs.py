@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.from_thread import BlockingPortal
+import anyio.lowlevel
 
 from wasmexec._envelope import Diagnostic, RunResult
 from wasmexec._limits import Limits
@@ -343,9 +343,9 @@ class ServerRun:
         self.control.stop()
         self._released.set()
 
-    async def wait_ended(self, reporter: Callable[[str], None], portal: BlockingPortal) -> None:
+    async def wait_ended(self, reporter: Callable[[str], None]) -> None:
         """After `end_paused`: waits until the run is over (a sampling question meanwhile is refused)."""
-        while not isinstance(event := await self.next_event(reporter, portal), Done):
+        while not isinstance(event := await self.next_event(reporter), Done):
             if isinstance(event, Sample):
                 event.answer(HostCallError("unavailable", "the run paused for an approval"))
 
@@ -378,16 +378,18 @@ class ServerRun:
         if wake is not None:
             try:
                 wake()
-            except RuntimeError:  # the request is gone (its portal closed): the event waits for the next one
+            except RuntimeError:  # the request's loop is gone: the event waits in the queue
                 pass
 
-    async def next_event(self, reporter: Callable[[str], None], portal: BlockingPortal) -> RunEvent:
+    async def next_event(self, reporter: Callable[[str], None]) -> RunEvent:
         """Waits, on the event loop, for the next event: a call to approve, a model to ask, or the end of the run.
 
-        No worker thread is parked on the queue: the run thread wakes the loop through `portal`
-        (a thread hop each way saved per run). Cancelling just stops waiting; the event stays queued.
+        No worker thread is parked on the queue: the run thread schedules the waiter's wake-up on the
+        loop without waiting (a thread hop each way saved per run). Cancelling just stops waiting; the
+        event stays queued.
         """
         self._reporter = reporter
+        token = anyio.lowlevel.current_token()
         try:
             while True:
                 try:
@@ -395,7 +397,7 @@ class ServerRun:
                 except queue.Empty:
                     pass
                 arrived = anyio.Event()
-                self._wake = partial(portal.start_task_soon, arrived.set)
+                self._wake = partial(token.backend_class.run_sync_soon, arrived.set, (), token.native_token)
                 try:
                     if self._events.empty():  # an event posted before `_wake` was set is not missed
                         await arrived.wait()

@@ -32,6 +32,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ from wasmexec._server.inputs import FilesError, decode_files
 from wasmexec._server.resources import ArtifactResources
 from wasmexec._server.runs import Approval, Asked, Done, Job, LiveRuns, ServerRun, SessionRun, session_ended
 from wasmexec._server.shutdown import STOP_GRACE_S
-from wasmexec._server.streaming import LogLevels, sender, streamed
+from wasmexec._server.streaming import LogLevels, sender, streamed, wants_progress
 from wasmexec._state.approvals import ApprovalStore, InUse, Recorded, Refused
 from wasmexec._state.directory import StateDir
 from wasmexec._state.key import StateKey
@@ -443,14 +444,17 @@ class RunPythonServer:
 
     async def _drive(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
         """Drives the run to its end, or to a question the client must answer by retrying (2026 era)."""
-        async with anyio.from_thread.BlockingPortal() as portal:
+        async with AsyncExitStack() as stack:
+            report: Callable[[str], None] = _no_report
+            if wants_progress(ctx):  # else reporting is a no-op: no portal to open and close per call
+                portal = await stack.enter_async_context(anyio.from_thread.BlockingPortal())
 
-            def report(message: str) -> None:
-                portal.start_task_soon(ctx.session.report_progress, 0.5, None, message)
+                def report(message: str) -> None:
+                    portal.start_task_soon(ctx.session.report_progress, 0.5, None, message)
 
             try:
                 async with streamed(run.output, sender(ctx, self.log_levels)):
-                    outcome = await self._until_done(ctx, run, report, portal)
+                    outcome = await self._until_done(ctx, run, report)
             except anyio.get_cancelled_exc_class():
                 run.control.stop()  # the client cancelled: stop the run and its downstream calls
                 raise
@@ -466,22 +470,22 @@ class RunPythonServer:
         return self._tool_result(outcome.result, run)  # nothing to keep or read: no thread hop
 
     async def _until_done(
-        self, ctx: Context, run: ServerRun, report: Callable[[str], None], portal: anyio.from_thread.BlockingPortal
+        self, ctx: Context, run: ServerRun, report: Callable[[str], None]
     ) -> Done | InputRequiredResult:
         """Waits for the run's events; asks for approvals and samples the way the client's era allows."""
         async with anyio.create_task_group() as asking:  # 2025 era: sampling requests go out in parallel
-            event = await run.next_event(report, portal)
+            event = await run.next_event(report)
             while not isinstance(event, Done):
                 if isinstance(event, Approval | Asked) and event.snapshot is not None:  # 2026 era
                     answer = self._input_required(ctx, run, event)
                     # The run ends: its session and slot are free before the retry.
-                    await run.wait_ended(report, portal)
+                    await run.wait_ended(report)
                     return answer
                 if isinstance(event, sampling.Sample):
                     asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
                 else:
                     run.answer(await self._elicit(ctx, event.request))
-                event = await run.next_event(report, portal)
+                event = await run.next_event(report)
             asking.cancel_scope.cancel()  # the run is over: questions still out are moot
         assert isinstance(event, Done)  # the task group never swallows an exception
         return event
@@ -532,6 +536,10 @@ class RunPythonServer:
         except Exception:
             return False
         return _approved({"approval": answer})
+
+
+def _no_report(message: str) -> None:
+    """The run's progress when the client asked for none."""
 
 
 def _ended_result(ended: bool) -> CallToolResult:

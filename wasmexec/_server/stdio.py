@@ -77,7 +77,11 @@ def _read(fd: int, send: MemoryObjectSendStream[str], token: anyio.lowlevel.Even
     stream = os.fdopen(fd, "rb", closefd=False)
     try:
         while line := stream.readline():
-            anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)
+            text = line.decode("utf-8", "replace")
+            try:  # the loop waits for the line (it mostly does): handed over by a callback, no task
+                anyio.from_thread.run_sync(send.send_nowait, text, token=token)
+            except anyio.WouldBlock:  # the loop is busy with earlier lines: wait until it takes this one
+                anyio.from_thread.run(send.send, text, token=token)
         anyio.from_thread.run_sync(send.close, token=token)
     except Exception:  # the server stopped listening (stream closed, loop gone): the thread just ends
         pass
