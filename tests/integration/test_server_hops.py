@@ -55,6 +55,8 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
             counts.hops[getattr(function, "__qualname__", repr(function))] += 1
         return await run_sync(function, *args, **kwargs)
 
+    # A slow machine must not make a trivial run look long enough to retire its thread (tested on its own).
+    monkeypatch.setattr("wasmexec._sandbox.stack.RETIRE_AFTER_S", 60.0)
     monkeypatch.setattr(threading.Thread, "start", counted_start)
     monkeypatch.setattr(anyio.to_thread, "run_sync", counted_run_sync)
     yield counts

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-from wasmexec._sandbox.stack import GuestThreads, on_guest_stack
+from wasmexec._sandbox.stack import RETIRE_AFTER_S, GuestThreads, on_guest_stack
 
 
 def _until(condition: Any, timeout_s: float = 10) -> None:
@@ -61,11 +61,27 @@ def test_at_most_max_idle_threads_wait_after_a_burst_and_failing_work_does_not_k
         release.wait(10)
         raise RuntimeError("work that fails is the work's business")
 
+    def quick() -> None:
+        started.release()
+        raise RuntimeError("work that fails is the work's business")
+
     for _ in range(5):
         pool.submit(blocked)
     for _ in range(5):
         assert started.acquire(timeout=10)
     assert _alive("test-guest-burst") == 5
     release.set()
-    _until(lambda: _alive("test-guest-burst") == 2)
-    assert _run(pool, lambda: 7) == 7 and _alive("test-guest-burst") == 2
+    _until(lambda: _alive("test-guest-burst") == 0)  # work that long may have left a deep stack: threads end
+    for _ in range(5):
+        pool.submit(quick)
+    for _ in range(5):
+        assert started.acquire(timeout=10)
+    _until(lambda: _alive("test-guest-burst") <= 2)
+    _until(lambda: pool._idle == _alive("test-guest-burst"))
+    assert _run(pool, lambda: 7) == 7 and _alive("test-guest-burst") <= 2
+
+
+def test_a_thread_whose_work_took_long_ends_instead_of_keeping_its_stack() -> None:
+    pool = GuestThreads("test-guest-retire", idle_s=5)
+    _run(pool, lambda: time.sleep(RETIRE_AFTER_S * 2))
+    _until(lambda: _alive("test-guest-retire") == 0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
@@ -27,10 +28,12 @@ WASM_STACK_BYTES = 64 << 20
 #: A guest thread's native stack: the wasm stack plus room for the host frames under and over it.
 THREAD_STACK_BYTES = WASM_STACK_BYTES + (16 << 20)
 
-#: How long an idle reused guest thread waits for more work before it ends.
-IDLE_THREAD_S = 2.0
-#: Idle reused guest threads kept at most: each keeps the stack pages its deepest run touched resident.
-MAX_IDLE_THREADS = 2
+#: How long an idle `GuestThreads` thread waits for more work before it ends.
+RUN_THREAD_IDLE_S = 2.0
+#: Idle `GuestThreads` threads kept at most: each keeps the stack pages its work touched resident.
+MAX_IDLE_RUN_THREADS = 2
+#: Work longer than this ends its thread afterwards (its stack may be deep and resident; a new thread is cheap).
+RETIRE_AFTER_S = 0.05
 
 T = TypeVar("T")
 
@@ -87,12 +90,13 @@ class GuestThreads:
 
     Starting a thread waits until the new thread has run (about 0.1 ms on an idle machine,
     milliseconds on a busy one, where it waits for a core and the GIL); handing work to an
-    idle thread only wakes it. At most `MAX_IDLE_THREADS` wait, each for `IDLE_THREAD_S`,
-    because a thread keeps the stack pages its deepest work touched. Work must catch its own
-    exceptions (one that escapes is dropped) and leave no thread-local state behind.
+    idle thread only wakes it. At most `MAX_IDLE_RUN_THREADS` wait, each for `RUN_THREAD_IDLE_S`,
+    and a thread whose work took longer than `RETIRE_AFTER_S` ends, because a thread keeps the
+    stack pages its work touched. Work must catch its own exceptions (one that escapes is
+    dropped) and leave no thread-local state behind.
     """
 
-    def __init__(self, name: str, *, idle_s: float = IDLE_THREAD_S, max_idle: int = MAX_IDLE_THREADS) -> None:
+    def __init__(self, name: str, *, idle_s: float = RUN_THREAD_IDLE_S, max_idle: int = MAX_IDLE_RUN_THREADS) -> None:
         self._name = name
         self._idle_s = idle_s
         self._max_idle = max_idle
@@ -111,12 +115,15 @@ class GuestThreads:
 
     def _serve(self, work: Callable[[], object]) -> None:
         while True:
+            started = time.monotonic()
             try:
                 work()
             except BaseException:  # the work reports its own outcome; the thread serves the next one
                 pass
+            del work
+            retire = time.monotonic() - started > RETIRE_AFTER_S
             with self._lock:
-                if self._idle >= self._max_idle:
+                if retire or self._idle >= self._max_idle:
                     return
                 self._idle += 1
             try:
