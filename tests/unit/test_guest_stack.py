@@ -44,7 +44,7 @@ def test_a_long_call_ends_its_thread_instead_of_keeping_its_stack(monkeypatch: p
 
 
 def test_idle_guest_threads_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(stack, "MAX_IDLE_THREADS", 1)
+    monkeypatch.setattr(stack._GUEST_THREADS, "_max_idle", 1)
     barrier = threading.Barrier(3, timeout=10)
     callers = [threading.Thread(target=stack.on_guest_stack, args=(barrier.wait,)) for _ in range(2)]
     for caller in callers:
@@ -52,4 +52,4 @@ def test_idle_guest_threads_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None
     barrier.wait()  # two guest threads busy at once
     for caller in callers:
         caller.join(10)
-    assert len(stack._idle) <= 1
+    assert stack._GUEST_THREADS._idle <= 1

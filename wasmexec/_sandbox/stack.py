@@ -13,9 +13,10 @@ So every call into a guest goes through `on_guest_stack`: on a thread of ours wi
 `THREAD_STACK_BYTES` stack (wasm on top of the host frames below it, host calls on top of
 the wasm). Such a thread's stack is virtual memory, touched only as deep as a run goes.
 
-The threads are kept for the next call (up to `MAX_IDLE_THREADS` idle): starting one costs
-about 50 µs and the first touches of its stack pages, a handoff to an idle one about 12 µs
-(measured, /work/briefs/results-hostpath.md). Nothing of a call stays on its thread: the
+The threads are kept for the next call (`GuestThreads`: up to `MAX_IDLE_THREADS` idle for
+`on_guest_stack`; a server's run threads are another such pool): starting one costs about
+50 µs and the first touches of its stack pages, a handoff to an idle one about 12 µs
+(benchmarks/README.md). Nothing of a call stays on its thread: the
 run's bindings are context-managed thread-locals, and wasm cannot read the native stack. A
 call that took longer than `RETIRE_AFTER_S` may have touched much of the stack, which an
 idle thread would keep resident: its thread ends instead.
@@ -23,10 +24,11 @@ idle thread would keep resident: its thread ends instead.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 from typing import Generic, TypeVar
 
 #: The engines' ``max_wasm_stack``: deep enough for structures nested 100,000 deep (measured).
@@ -36,15 +38,19 @@ THREAD_STACK_BYTES = WASM_STACK_BYTES + (16 << 20)
 
 #: Idle guest threads kept for later calls: about the runs a sandbox runs at once (8 by default).
 MAX_IDLE_THREADS = 8
+#: How long an idle guest thread of `on_guest_stack` waits for another call before it ends.
+GUEST_THREAD_IDLE_S = 30.0
 #: A call longer than this ends its thread afterwards (its stack may be deep and resident; 50 µs to replace).
 RETIRE_AFTER_S = 0.05
+#: How long an idle `GuestThreads` thread waits for more work before it ends.
+RUN_THREAD_IDLE_S = 2.0
+#: Idle `GuestThreads` threads kept at most: each keeps the stack pages its work touched resident.
+MAX_IDLE_RUN_THREADS = 2
 
 T = TypeVar("T")
 
 _local = threading.local()
 _stack_size_lock = threading.Lock()
-_idle: list[_GuestThread] = []
-_idle_lock = threading.Lock()
 
 
 def on_guest_stack(work: Callable[[], T]) -> T:
@@ -55,74 +61,110 @@ def on_guest_stack(work: Callable[[], T]) -> T:
     """
     if getattr(_local, "deep", False):
         return work()
-    with _idle_lock:
-        thread = _idle.pop() if _idle else None
-    if thread is None:
-        thread = _GuestThread()
-    started = time.monotonic()
-    outcome = thread.call(work)  # an interrupt while waiting leaves the thread to finish and end alone
-    keep = time.monotonic() - started < RETIRE_AFTER_S
-    with _idle_lock:
-        keep = keep and len(_idle) < MAX_IDLE_THREADS
-        if keep:
-            _idle.append(thread)
-    if not keep:
-        thread.end()
-    return outcome.result()
+    call = _Call(work)
+    _GUEST_THREADS.submit(call.run)  # an interrupt while waiting leaves the thread to finish alone
+    call.done.acquire()
+    return call.result()
 
 
-class _GuestThread:
-    """A daemon thread with a guest-sized stack that runs one call at a time, handed over by locks."""
+class _Call(Generic[T]):
+    """One waited-for call: its outcome stays here, never with the thread that ran it."""
 
-    def __init__(self) -> None:
-        self._work: Callable[[], object] | None = None
-        self._outcome: _Outcome[object] | None = None
-        self._go = threading.Lock()
-        self._go.acquire()
-        self._done = threading.Lock()
-        self._done.acquire()
-        thread = threading.Thread(target=self._serve, name="wasmexec-guest", daemon=True)
-        with _stack_size_lock:  # the size is process-wide: set it for this start only
-            previous = threading.stack_size(THREAD_STACK_BYTES)
-            try:
-                thread.start()
-            finally:
-                threading.stack_size(previous)
+    def __init__(self, work: Callable[[], T]) -> None:
+        self.work: Callable[[], T] | None = work
+        self.value: T | None = None
+        self.failure: BaseException | None = None
+        self.done = threading.Lock()
+        self.done.acquire()
 
-    def call(self, work: Callable[[], T]) -> _Outcome[T]:
-        """Runs `work` on the thread and waits for it; its outcome (the thread is free again)."""
-        self._work = work
-        self._go.release()
-        self._done.acquire()
-        outcome, self._outcome = self._outcome, None  # nothing of the call stays with the thread
-        assert outcome is not None
-        return outcome  # type: ignore[return-value]
-
-    def end(self) -> None:
-        self._work = None
-        self._go.release()
-
-    def _serve(self) -> None:
-        _local.deep = True
-        while True:
-            self._go.acquire()
-            work, self._work = self._work, None
-            if work is None:
-                return
-            try:
-                self._outcome = _Outcome(work(), None)
-            except BaseException as exc:
-                self._outcome = _Outcome(None, exc)
-            del work
-            self._done.release()
-
-
-@dataclass
-class _Outcome(Generic[T]):
-    value: T | None
-    failure: BaseException | None
+    def run(self) -> None:
+        work, self.work = self.work, None
+        try:
+            assert work is not None
+            self.value = work()
+        except BaseException as exc:
+            self.failure = exc
+        finally:
+            self.done.release()
 
     def result(self) -> T:
         if self.failure is not None:
             raise self.failure
         return self.value  # type: ignore[return-value]
+
+
+def guest_thread(target: Callable[[], object], *, name: str) -> threading.Thread:
+    """Starts and returns a daemon thread that runs `target` with a guest-sized stack.
+
+    Guest calls made on it (`on_guest_stack`) run in place: a caller that needs a thread of its
+    own anyway (a server's run) starts it here and saves the second thread per run.
+    """
+
+    def body() -> None:
+        _local.deep = True
+        target()
+
+    thread = threading.Thread(target=body, name=name, daemon=True)
+    with _stack_size_lock:  # the size is process-wide: set it for this start only
+        previous = threading.stack_size(THREAD_STACK_BYTES)
+        try:
+            thread.start()
+        finally:
+            threading.stack_size(previous)
+    return thread
+
+
+class GuestThreads:
+    """Guest-stack threads reused between pieces of work (each piece runs on one, start to end).
+
+    Starting a thread waits until the new thread has run (about 0.1 ms on an idle machine,
+    milliseconds on a busy one, where it waits for a core and the GIL); handing work to an
+    idle thread only wakes it. At most `MAX_IDLE_RUN_THREADS` wait, each for `RUN_THREAD_IDLE_S`,
+    and a thread whose work took longer than `RETIRE_AFTER_S` ends, because a thread keeps the
+    stack pages its work touched. Work must catch its own exceptions (one that escapes is
+    dropped) and leave no thread-local state behind.
+    """
+
+    def __init__(self, name: str, *, idle_s: float = RUN_THREAD_IDLE_S, max_idle: int = MAX_IDLE_RUN_THREADS) -> None:
+        self._name = name
+        self._idle_s = idle_s
+        self._max_idle = max_idle
+        self._lock = threading.Lock()
+        self._work: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
+        self._idle = 0  # threads that will take the next piece of work (under `_lock`)
+
+    def submit(self, work: Callable[[], object]) -> None:
+        """Runs `work` on an idle thread, or on a new one when none is idle; returns at once."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._work.put(work)
+                return
+        guest_thread(partial(self._serve, work), name=self._name)
+
+    def _serve(self, work: Callable[[], object]) -> None:
+        while True:
+            started = time.monotonic()
+            try:
+                work()
+            except BaseException:  # the work reports its own outcome; the thread serves the next one
+                pass
+            del work
+            retire = time.monotonic() - started > RETIRE_AFTER_S
+            with self._lock:
+                if retire or self._idle >= self._max_idle:
+                    return
+                self._idle += 1
+            try:
+                work = self._work.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    try:  # work handed over as the wait ran out is still this thread's
+                        work = self._work.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return
+
+
+#: The threads `on_guest_stack` hands calls to (runs and spares' warm-ups).
+_GUEST_THREADS = GuestThreads("wasmexec-guest", idle_s=GUEST_THREAD_IDLE_S, max_idle=MAX_IDLE_THREADS)

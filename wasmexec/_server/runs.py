@@ -24,8 +24,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import anyio
+import anyio.lowlevel
 
 from wasmexec._envelope import Diagnostic, RunResult
 from wasmexec._limits import Limits
@@ -33,12 +37,16 @@ from wasmexec._runctx.journal import DIVERGED_HINT, Journal, LogTooLarge, pack
 from wasmexec._runctx.llm_ask import NO_CLIENT_SAMPLING, Sampler, refusing_sampler
 from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
+from wasmexec._sandbox.stack import GuestThreads
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
 from wasmexec._server.streaming import OutputStream
 from wasmexec._state.sessions import Session, SessionStore, guest_finished
 from wasmexec._tools.approval import asking_handle
 from wasmexec._tools.pii import PiiVault
+
+#: The threads runs go on: reused, so a call does not wait for a thread to start (`GuestThreads`).
+RUN_THREADS = GuestThreads("wasmexec-run")
 
 #: How long a stopping run waits for its approver to take the "no" before it is cancelled: the approver only
 #: returns (microseconds), so this bounds a stuck thread, not normal work.
@@ -68,6 +76,10 @@ class Done:
     """The run ended: its result, or the exception that kept the sandbox from running it."""
 
     result: RunResult | BaseException
+
+
+RunEvent = Approval | Asked | Sample | Done
+"""What a run hands the request driving it."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +155,7 @@ class ServerRun:
         self.output = OutputStream(sandbox.redactor)
         """Printed output not yet streamed to the client."""
         self._ticket = ticket if ticket is not None else own_slot()
-        self._events: queue.Queue[Approval | Asked | Sample | Done] = queue.Queue()
+        self._events: queue.Queue[RunEvent] = queue.Queue()
         self._answers: queue.Queue[bool] = queue.Queue()
         self._reporter: Callable[[str], None] | None = None
         self._can_ask = can_ask
@@ -157,14 +169,26 @@ class ServerRun:
         """What the run was waiting on from its client when the server stopped it (``approval``, ``sampling``)."""
         self.on_end: Callable[[ServerRun], None] | None = None
         """Told (on the run's thread) once the run has ended and its result is out (`LiveRuns`)."""
+        self._wake: Callable[[], object] | None = None
+        """Tells the driving request's event loop that an event is waiting (`next_event`); thread-safe."""
         # In the request's context: the run (and its audit lines) acts for the request's principal.
         context = contextvars.copy_context()
-        self._thread = threading.Thread(target=context.run, args=(self._work, sandbox, job), daemon=True,
-                                        name="wasmexec-run")  # fmt: skip
+        self._started = False
+        self._ended = threading.Event()
+
+        def work() -> None:
+            try:
+                context.run(self._work, sandbox, job)
+            finally:
+                self._ended.set()  # its audit line written, its directories given back (`join`)
+
+        self._work_in_context = work
         self._timeout_s = job.limits.timeout_ms / 1000
 
     def start(self) -> None:
-        self._thread.start()
+        """Starts the run on a thread with a guest-sized stack, so the guest runs on it (no second thread)."""
+        self._started = True
+        RUN_THREADS.submit(self._work_in_context)
 
     def _work(self, sandbox: Sandbox, job: Job) -> None:
         approve = self._approve if self.journal is None else self._pause
@@ -192,7 +216,7 @@ class ServerRun:
             sandbox.audit.write("abandoned", run_id=result["run_id"], trace_id=result["trace_id"],
                                 waiting_on=self.abandoned, reason="the server stopped first")  # fmt: skip
         self._ticket.record(result)
-        self._events.put(Done(result))
+        self._post(Done(result))
         if self.on_end is not None:
             self.on_end(self)
 
@@ -218,10 +242,9 @@ class ServerRun:
 
     def join(self, timeout_s: float) -> bool:
         """Waits until the run's thread has ended (its audit line written); False on timeout."""
-        if self._thread.ident is None:  # never started
+        if not self._started:
             return True
-        self._thread.join(timeout_s)
-        return not self._thread.is_alive()
+        return self._ended.wait(timeout_s)
 
     @staticmethod
     def _end_session(
@@ -261,7 +284,7 @@ class ServerRun:
                 return False
             self._questions += 1
         try:
-            self._events.put(Approval(request))
+            self._post(Approval(request))
             return self._answers.get(timeout=self.remaining())
         except queue.Empty:
             return False
@@ -313,16 +336,16 @@ class ServerRun:
                                 "Have calls before it return less (filter, page), or pre-approve the tool "
                                 "on the host.") from None  # fmt: skip
         journal.paused_on = handle
-        self._events.put(event(snapshot, packed))
+        self._post(event(snapshot, packed))
 
     def end_paused(self) -> None:
         """The request has taken the pause (2026 era): the run ends now, its slot and thread with it."""
         self.control.stop()
         self._released.set()
 
-    def wait_ended(self, reporter: Callable[[str], None]) -> None:
-        """After `end_paused`: blocks until the run is over (a sampling question meanwhile is refused)."""
-        while not isinstance(event := self.drive(reporter), Done):
+    async def wait_ended(self, reporter: Callable[[str], None]) -> None:
+        """After `end_paused`: waits until the run is over (a sampling question meanwhile is refused)."""
+        while not isinstance(event := await self.next_event(reporter), Done):
             if isinstance(event, Sample):
                 event.answer(HostCallError("unavailable", "the run paused for an approval"))
 
@@ -333,7 +356,7 @@ class ServerRun:
             self._samples.append(event)
         if self._stopping.is_set():
             event.answer(_shut_down())
-        self._events.put(event)
+        self._post(event)
         try:
             return event.wait(self.deadline())
         finally:
@@ -348,11 +371,38 @@ class ServerRun:
             except Exception:
                 pass
 
-    def drive(self, reporter: Callable[[str], None]) -> Approval | Asked | Sample | Done:
-        """Blocks until the next event: a call to approve, a model to ask, or the end of the run."""
+    def _post(self, event: RunEvent) -> None:
+        """Hands `event` to the driving request (run thread); wakes its event loop if it waits."""
+        self._events.put(event)
+        wake = self._wake
+        if wake is not None:
+            try:
+                wake()
+            except RuntimeError:  # the request's loop is gone: the event waits in the queue
+                pass
+
+    async def next_event(self, reporter: Callable[[str], None]) -> RunEvent:
+        """Waits, on the event loop, for the next event: a call to approve, a model to ask, or the end of the run.
+
+        No worker thread is parked on the queue: the run thread schedules the waiter's wake-up on the
+        loop without waiting (a thread hop each way saved per run). Cancelling just stops waiting; the
+        event stays queued.
+        """
         self._reporter = reporter
+        token = anyio.lowlevel.current_token()
         try:
-            return self._events.get()
+            while True:
+                try:
+                    return self._events.get_nowait()
+                except queue.Empty:
+                    pass
+                arrived = anyio.Event()
+                self._wake = partial(token.backend_class.run_sync_soon, arrived.set, (), token.native_token)
+                try:
+                    if self._events.empty():  # an event posted before `_wake` was set is not missed
+                        await arrived.wait()
+                finally:
+                    self._wake = None
         finally:
             self._reporter = None
 

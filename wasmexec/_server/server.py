@@ -31,6 +31,7 @@ import tempfile
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ from mcp.types import (
     ToolAnnotations,
 )
 
-from wasmexec._envelope import TOOL_NAME, RunResult, new_id, run_result_json_schema
+from wasmexec._envelope import TOOL_NAME, RunResult, inlined_json_schema, new_id, run_result_json_schema
 from wasmexec._limits import Limits
 from wasmexec._profiles import Profile, profile_of
 from wasmexec._runctx.journal import Journal
@@ -75,7 +76,7 @@ from wasmexec._server.inputs import FilesError, decode_files
 from wasmexec._server.resources import ArtifactResources
 from wasmexec._server.runs import Approval, Asked, Done, Job, LiveRuns, ServerRun, SessionRun, session_ended
 from wasmexec._server.shutdown import STOP_GRACE_S
-from wasmexec._server.streaming import LogLevels, sender, streamed
+from wasmexec._server.streaming import LogLevels, sender, streamed, wants_progress
 from wasmexec._state.approvals import ApprovalStore, InUse, Recorded, Refused
 from wasmexec._state.directory import StateDir
 from wasmexec._state.key import StateKey
@@ -181,7 +182,7 @@ class RunPythonServer:
             name=TOOL_NAME,
             description=description(self.options.limits, self.profiles, no_files),
             input_schema=self.input_schema,
-            output_schema=run_result_json_schema(),
+            output_schema=inlined_json_schema(run_result_json_schema()),  # clients check every result with it
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
         self.runs = LiveRuns()
@@ -310,7 +311,9 @@ class RunPythonServer:
         started = False
         try:
             try:  # on a worker thread: reserving may first remove expired sessions' files
-                session = await anyio.to_thread.run_sync(self._session, job, caller)
+                session = None
+                if self._wants_session(job):
+                    session = await anyio.to_thread.run_sync(self._session, job, caller)
             except UnknownSession as exc:
                 if job.end_session:  # ending is idempotent; the code needed the session's files, so it is not run
                     return _ended_result(False)
@@ -365,6 +368,10 @@ class RunPythonServer:
                    new_session=arguments.get("session") is True, session_id=session_id,
                    end_session=arguments.get("end_session") is True, profile=profile)  # fmt: skip
 
+    def _wants_session(self, job: Job) -> bool:
+        """Whether the run works in a session (without one, no thread hop and no file of the state dir)."""
+        return self.sessions is not None and (job.session_id is not None or job.new_session)
+
     def _session(self, job: Job, caller: str | None) -> SessionRun | None:
         """The session the run works in, reserved for it, its files opened into the run's copy (None: no session).
 
@@ -372,7 +379,7 @@ class RunPythonServer:
             SessionError: unknown, busy, over a cap, or its stored files or vault do not open.
         """
         store = self.sessions
-        if store is None or (job.session_id is None and not job.new_session):
+        if store is None or not self._wants_session(job):
             return None
         session = store.acquire(job.session_id, caller) if job.session_id is not None else store.create(caller)
         try:
@@ -436,10 +443,13 @@ class RunPythonServer:
 
     async def _drive(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
         """Drives the run to its end, or to a question the client must answer by retrying (2026 era)."""
-        async with anyio.from_thread.BlockingPortal() as portal:
+        async with AsyncExitStack() as stack:
+            report: Callable[[str], None] = _no_report
+            if wants_progress(ctx):  # else reporting is a no-op: no portal to open and close per call
+                portal = await stack.enter_async_context(anyio.from_thread.BlockingPortal())
 
-            def report(message: str) -> None:
-                portal.start_task_soon(ctx.session.report_progress, 0.5, None, message)
+                def report(message: str) -> None:
+                    portal.start_task_soon(ctx.session.report_progress, 0.5, None, message)
 
             try:
                 async with streamed(run.output, sender(ctx, self.log_levels)):
@@ -454,25 +464,27 @@ class RunPythonServer:
         if isinstance(outcome.result, BaseException):  # the sandbox could not run the code at all
             raise MCPError(INTERNAL_ERROR, internal_error(outcome.result).message)
         await ctx.session.report_progress(1, 1, "done")
-        return await anyio.to_thread.run_sync(self._tool_result, outcome.result, run)
+        if outcome.result.get("artifacts"):  # their owner is recorded and small ones read: disk work
+            return await anyio.to_thread.run_sync(self._tool_result, outcome.result, run)
+        return self._tool_result(outcome.result, run)  # nothing to keep or read: no thread hop
 
     async def _until_done(
         self, ctx: Context, run: ServerRun, report: Callable[[str], None]
     ) -> Done | InputRequiredResult:
         """Waits for the run's events; asks for approvals and samples the way the client's era allows."""
         async with anyio.create_task_group() as asking:  # 2025 era: sampling requests go out in parallel
-            event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+            event = await run.next_event(report)
             while not isinstance(event, Done):
                 if isinstance(event, Approval | Asked) and event.snapshot is not None:  # 2026 era
                     answer = self._input_required(ctx, run, event)
                     # The run ends: its session and slot are free before the retry.
-                    await anyio.to_thread.run_sync(run.wait_ended, report, abandon_on_cancel=True)
+                    await run.wait_ended(report)
                     return answer
                 if isinstance(event, sampling.Sample):
                     asking.start_soon(sampling.ask_and_answer, ctx, event, run.remaining())
                 else:
                     run.answer(await self._elicit(ctx, event.request))
-                event = await anyio.to_thread.run_sync(run.drive, report, abandon_on_cancel=True)
+                event = await run.next_event(report)
             asking.cancel_scope.cancel()  # the run is over: questions still out are moot
         assert isinstance(event, Done)  # the task group never swallows an exception
         return event
@@ -523,6 +535,10 @@ class RunPythonServer:
         except Exception:
             return False
         return _approved({"approval": answer})
+
+
+def _no_report(message: str) -> None:
+    """The run's progress when the client asked for none."""
 
 
 def _ended_result(ended: bool) -> CallToolResult:

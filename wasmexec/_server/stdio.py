@@ -8,12 +8,22 @@ cancelling stops waiting for them at once, and the process exits without waiting
 the read. As the SDK does, fd 0 points at the null device while serving (a tool server
 started meanwhile must not read the client's messages) and is restored after; the
 duplicate the thread reads is never closed, since the thread may still be blocked on it.
+
+The SDK writes each message with two worker-thread hops (``write``, then ``flush``, on an
+anyio-wrapped file), which cost more than the rest of a trivial call's path on a busy
+machine. When stdout is a pipe (as MCP clients start servers), the event loop writes it
+itself, without ever blocking: in pieces of at most ``PIPE_BUF`` bytes, each only once the
+pipe has room for it (a pipe that polls writable takes such a write whole, POSIX), waiting
+on the loop otherwise. Meanwhile fd 1 points at stderr, as the SDK does, so stray output
+(a tool server's, a library's print) misses the wire; it is restored after.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import select
+import stat
 import threading
 from collections.abc import AsyncIterator
 from contextlib import contextmanager
@@ -36,12 +46,13 @@ async def serve_stdio(server: RunPythonServer) -> None:
 
     lowlevel = server.lowlevel()
     send, receive = anyio.create_memory_object_stream[str](0)
-    with _claimed_stdin() as fd, receive:
+    with _claimed_stdin() as fd, receive, _claimed_stdout() as stdout:
         thread = threading.Thread(target=_read, args=(fd, send, anyio.lowlevel.current_token()),
                                   name="wasmexec-stdin", daemon=True)  # fmt: skip
         thread.start()
         stdin = cast(Any, _Lines(receive))  # stdio_server only iterates it
-        async with stdio_server(stdin=stdin) as (read, write):  # returns when stdin closes: the client is gone
+        # Returns when stdin closes: the client is gone.
+        async with stdio_server(stdin=stdin, stdout=cast(Any, stdout)) as (read, write):
             await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
@@ -66,7 +77,11 @@ def _read(fd: int, send: MemoryObjectSendStream[str], token: anyio.lowlevel.Even
     stream = os.fdopen(fd, "rb", closefd=False)
     try:
         while line := stream.readline():
-            anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)
+            text = line.decode("utf-8", "replace")
+            try:  # the loop waits for the line (it mostly does): handed over by a callback, no task
+                anyio.from_thread.run_sync(send.send_nowait, text, token=token)
+            except anyio.WouldBlock:  # the loop is busy with earlier lines: wait until it takes this one
+                anyio.from_thread.run(send.send, text, token=token)
         anyio.from_thread.run_sync(send.close, token=token)
     except Exception:  # the server stopped listening (stream closed, loop gone): the thread just ends
         pass
@@ -89,3 +104,46 @@ def _claimed_stdin() -> Iterator[int]:
         yield private
     finally:
         os.dup2(private, 0)
+
+
+class PipeWriter:
+    """The client's pipe, written from the event loop without blocking it (`stdio_server` calls only these)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._pending = bytearray()
+
+    async def write(self, text: str) -> None:
+        self._pending += text.encode("utf-8")
+
+    async def flush(self) -> None:
+        data, self._pending = memoryview(bytes(self._pending)), bytearray()
+        while data:
+            if not select.select([], [self._fd], [], 0)[1]:  # full: the client reads slower than we write
+                await anyio.wait_writable(self._fd)
+            data = data[os.write(self._fd, data[: select.PIPE_BUF]) :]
+
+
+@contextmanager
+def _claimed_stdout() -> Iterator[PipeWriter | None]:
+    """A writer on a private duplicate of fd 1, with fd 1 on stderr meanwhile; None (the SDK's own
+    threaded writer) when stdout is not a pipe or cannot be duplicated."""
+    try:
+        if not stat.S_ISFIFO(os.fstat(1).st_mode):
+            yield None
+            return
+        private = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:
+        yield None
+        return
+    try:
+        os.dup2(2, 1)
+    except OSError:  # not diverted: write through fd 1 itself (nothing else may write it anyway)
+        os.close(private)
+        yield PipeWriter(1)
+        return
+    try:
+        yield PipeWriter(private)
+    finally:
+        os.dup2(private, 1)
+        os.close(private)

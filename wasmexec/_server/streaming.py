@@ -121,7 +121,7 @@ def sender(ctx: Context, levels: LogLevels) -> Send | None:
                 await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
 
         return log
-    if not (ctx.meta or {}).get("progress_token", (ctx.meta or {}).get("progressToken")):
+    if not wants_progress(ctx):
         return None
 
     async def progress(level: str, text: str) -> None:
@@ -129,6 +129,12 @@ def sender(ctx: Context, levels: LogLevels) -> Send | None:
         await ctx.session.report_progress(0.5, None, message)
 
     return progress
+
+
+def wants_progress(ctx: Context) -> bool:
+    """Whether the call carries a progress token (without one, reporting progress is a no-op)."""
+    meta = ctx.meta or {}
+    return bool(meta.get("progress_token", meta.get("progressToken")))
 
 
 def _stream_name(level: str) -> str:

@@ -1,0 +1,121 @@
+"""The server's own path stays short: a regression guard that counts work instead of timing it.
+
+A trivial `run_python` call without a session is measured by what it makes the process do:
+threads started, hops to anyio worker threads, audit lines, and files written under the state
+directory (sessions and artifacts: none). Each thread start or hop costs a GIL hand-off on a busy machine
+(0.1–0.5 ms each on the 2-core CI machine), which wall-clock tests could never pin down.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import pytest
+from mcp import Client
+
+from wasmexec import Limits, Runtime
+from wasmexec._audit import AuditLog
+from wasmexec._sandbox.sandbox import Sandbox
+from wasmexec._server.server import RunPythonServer, ServeOptions
+from wasmexec._state.directory import StateDir
+from wasmexec._state.key import StateKey
+from wasmexec._state.shared_artifacts import SharedArtifactStore
+
+WARM_UP_CALLS = 3
+COUNTED_CALLS = 10
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.threads: Counter[tuple[str, str]] = Counter()
+        """Threads started while counting, as (name of the thread that started it, name)."""
+        self.hops: Counter[str] = Counter()
+        self.counting = False
+
+
+@pytest.fixture
+def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
+    counts = _Counts()
+    start, run_sync = threading.Thread.start, anyio.to_thread.run_sync
+
+    def counted_start(thread: threading.Thread) -> None:
+        if counts.counting:
+            counts.threads[threading.current_thread().name, thread.name] += 1
+        start(thread)
+
+    async def counted_run_sync(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if counts.counting:
+            counts.hops[getattr(function, "__qualname__", repr(function))] += 1
+        return await run_sync(function, *args, **kwargs)
+
+    # A slow machine must not make a trivial run look long enough to retire its thread (tested on its own).
+    monkeypatch.setattr("wasmexec._sandbox.stack.RETIRE_AFTER_S", 60.0)
+    monkeypatch.setattr(threading.Thread, "start", counted_start)
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counted_run_sync)
+    yield counts
+
+
+def _files(root: Path) -> dict[str, float]:
+    return {str(path): path.stat().st_mtime for path in root.rglob("*")}
+
+
+def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_writes_one_audit_line(
+    runtime: Runtime, tmp_path: Path, counts: _Counts
+) -> None:
+    # Wired as `wasmexec serve` wires it: a state directory with sessions, artifacts shared through it.
+    state = StateDir(tmp_path / "state", StateKey.kept_in(tmp_path / "state"))
+    artifacts = SharedArtifactStore(state.artifacts, state.key)
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    sandbox = Sandbox(Limits(timeout_ms=10_000), runtime=runtime, audit=audit, artifact_store=artifacts)
+    sandbox.prepare()
+    options = ServeOptions(limits=Limits(timeout_ms=10_000), sessions_dir=state.sessions, state=state)
+    server = RunPythonServer(sandbox, options)
+
+    async def main() -> list[Any]:
+        results = []
+        with anyio.fail_after(60):
+            async with Client(server.lowlevel()) as client:
+                for _ in range(WARM_UP_CALLS):
+                    await client.call_tool("run_python", {"code": "result = 1 + 1"})
+                before = _files(tmp_path / "state")
+                counts.counting = True
+                for _ in range(COUNTED_CALLS):
+                    results.append(await client.call_tool("run_python", {"code": "result = 1 + 1"}))
+                counts.counting = False
+                assert _files(tmp_path / "state") == before  # no session: nothing of the state dir is touched
+        return results
+
+    try:
+        results = anyio.run(main)
+    finally:
+        server.close()
+        sandbox.close()
+        artifacts.close()
+    assert all(result.structured_content["result"]["data"] == 2 for result in results)
+    # Runs go to reused threads with a guest-sized stack, so the guest runs on the run's thread (no second
+    # thread per run) and a call seldom waits for a thread to start (only when every run thread is busy).
+    # (Spares are made on their own thread, off the request's path: not counted here.)
+    on_the_path = Counter({key: n for key, n in counts.threads.items() if key[0] != "wasmexec-spares"})
+    assert set(on_the_path) <= {("MainThread", "wasmexec-run")}, counts.threads
+    assert on_the_path.total() <= 2, counts.threads
+    # The event loop waits for the run without parking a worker thread, and builds the result itself.
+    assert counts.hops == Counter(), counts.hops
+    lines = (tmp_path / "audit.jsonl").read_text().splitlines()
+    assert len(lines) == WARM_UP_CALLS + COUNTED_CALLS  # every run still writes its audit line, one each
+
+
+def test_the_output_schema_that_clients_check_every_result_against_has_no_refs(runtime: Runtime) -> None:
+    server = RunPythonServer(Sandbox(Limits(timeout_ms=10_000), runtime=runtime))
+    try:
+        schema = server.tool.output_schema
+        assert schema is not None and "$ref" not in json.dumps(schema) and "$defs" not in schema
+        assert set(schema["required"]) >= {"run_id", "result", "logs", "diagnostics"}
+    finally:
+        server.close()
