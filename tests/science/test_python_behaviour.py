@@ -184,3 +184,19 @@ def test_every_run_of_the_image_hashes_strings_alike(science: Sandbox) -> None:
     code = "import random\nresult = [hash('abc'), random.random()]"
     first, second = data_of(science.run_sync(code)), data_of(science.run_sync(code))
     assert first[0] == second[0] and first[1] != second[1]
+
+
+def test_numpys_global_random_numbers_differ_between_runs(science: Sandbox) -> None:
+    # The image reseeds numpy's global generator on each run's first turn, not from the snapshot's state.
+    code = "import numpy as np\nresult = [int(np.random.randint(2**31 - 1)), float(np.random.rand())]"
+    first, second = data_of(science.run_sync(code)), data_of(science.run_sync(code))
+    assert first[0] != second[0] and first[1] != second[1]
+
+
+def test_a_run_sees_no_trace_of_the_turn_that_started_it_or_of_the_images_warm_up(science: Sandbox) -> None:
+    code = (
+        "import gc, linecache, pandas as pd\n"
+        "result = [sorted(linecache.cache), sorted(getattr(linecache, '_interactive_cache', {})),\n"
+        "          len([o for o in gc.get_objects() if isinstance(o, (pd.DataFrame, pd.Series))])]"
+    )
+    assert data_of(science.run_sync(code)) == [["<sandbox>"], [], 0]

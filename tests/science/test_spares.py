@@ -69,3 +69,25 @@ def test_a_spare_reads_the_runs_csv_and_returns_its_chart(spared: Sandbox) -> No
     assert data_of(result) == 7.0
     assert spared.spares.stats().hits == 1
     assert [artifact["path"] for artifact in result["artifacts"]] == ["chart.png"]
+
+
+def test_a_spare_keeps_nothing_of_its_numpy_and_pandas_warm_up(spared: Sandbox) -> None:
+    # A science spare's warm-up also runs numpy and pandas (so their pages are touched before the run).
+    code = (
+        "import gc, linecache, numpy as np, pandas as pd\n"
+        "result = [sorted(linecache.cache), sorted(getattr(linecache, '_interactive_cache', {})),\n"
+        "          len([o for o in gc.get_objects() if isinstance(o, (pd.DataFrame, pd.Series))])]"
+    )
+    _ready(spared)
+    assert data_of(spared.run_sync(code)) == [["<sandbox>"], [], 0]
+    assert spared.spares.stats().hits == 1
+
+
+def test_numpys_random_numbers_differ_between_runs_on_spares(spared: Sandbox) -> None:
+    code = "import numpy as np\nresult = int(np.random.randint(2**31 - 1))"
+    numbers = []
+    for _ in range(2):
+        _ready(spared)
+        numbers.append(data_of(spared.run_sync(code)))
+    assert numbers[0] != numbers[1]
+    assert spared.spares.stats().hits == 2

@@ -4,7 +4,7 @@ By default every instance maps its own memory and tables and unmaps them when it
 closes (the on-demand allocator). With `Pooling`, an engine reserves `Pooling.slots` memory
 and table slots up front and hands each new instance a free one, reset in place from the
 last. Measured on the shared 2-core machine (`benchmarks/bench_pooling.py`,
-/work/briefs/results-engine.md): one run at a time gains nothing (about the same page faults
+numbers in benchmarks/README.md): one run at a time gains nothing (about the same page faults
 and CPU); keeping memory resident (`Pooling.keep_resident_mb`) trades page faults for a
 memset and lifts 2-thread throughput of short runs. It also caps the sandboxes alive at once
 per engine at `slots`: one more (a run or a spare) fails to instantiate.

@@ -7,8 +7,7 @@ run. A run that finds none ready never waits: it makes its own instance, as with
 Every run therefore still starts from a pristine image; spares only move the instantiation
 and the first touches of its pages (most of a trivial run's time) before the request.
 
-The policy (measured in ``/work/shared/notes/warm-spares.md``, `benchmarks/bench_spares.py` and
-``/work/briefs/results-hostpath.md``):
+The policy (measured with `benchmarks/bench_spares.py`; numbers in benchmarks/README.md):
 
 - the next spare is ordered when a run ends, to be made in the gap before the next run; when runs
   come faster than that (the gaps between them are shorter than making a spare takes) and a core

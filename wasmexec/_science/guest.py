@@ -21,12 +21,8 @@ from wasmtime import Engine, Store, WasiConfig
 from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.report import GuestReport, parse_report
 from wasmexec._science import door as _door
+from wasmexec._science.snapshot import TURN_SOURCE, WARM_SOURCE
 from wasmexec._science.upstream import MPL_DATA_GUEST, STDLIB_GUEST_DIR
-
-#: What each run's `turn` executes (a trailing statement: `turn` echoes a final expression).
-TURN_SOURCE = b"import science_app\nscience_app.run()\npass\n"
-#: What a spare's `turn` executes before any run: the runner's path with a fixed dummy.
-WARM_SOURCE = b"import science_app\nscience_app.prepare()\npass\n"
 
 
 @dataclass

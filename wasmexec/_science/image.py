@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from wasmtime import Engine, Linker
+from wasmtime import Engine, Linker, MemoryType, Module
 
 from wasmexec._exceptions import BuildError
 from wasmexec._process_default import process_default
@@ -38,8 +38,13 @@ from wasmexec._science.snapshot_builder import (
 #: The science image's engines: wasm exceptions (bump the format when the configuration changes).
 SCIENCE_ENGINE = EngineSettings("s2", wasm_exceptions=True)
 
-#: Pages of guest memory the snapshot starts with (64.2 MiB): a lower memory limit cannot instantiate.
-MEMORY_FLOOR_BYTES = 1027 * 65536
+
+def memory_floor_bytes(module: Module) -> int:
+    """The guest memory the snapshot starts with (about 64 MiB, read from its memory export's minimum):
+    a lower memory limit cannot instantiate it."""
+    memory = next(export.type for export in module.exports if export.name == "memory")
+    assert isinstance(memory, MemoryType)  # the snapshot's own export: checked when it was built
+    return int(memory.limits.min) * memory.page_size
 
 
 def engine_key(fuel: bool) -> str:
@@ -82,7 +87,8 @@ class ScienceImage:
         linker = Linker(engine)
         linker.define_wasi()
         door.register(linker)
-        return ScienceGuest(engine, ticker, fuel, self.artifacts.image, module, linker, stdlib, MEMORY_FLOOR_BYTES)
+        return ScienceGuest(engine, ticker, fuel, self.artifacts.image, module, linker, stdlib,
+                            memory_floor_bytes(module))  # fmt: skip
 
     def build(self, guest: Callable[[bool], Guest]) -> None:
         """Builds the snapshot and compiles it for each limit mode now (`wasmexec build --profile science`)."""

