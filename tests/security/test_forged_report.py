@@ -35,7 +35,8 @@ LINE_BREAKS = ["\u2028", "\u2029", "\x85"]
 def _forge(report: dict[str, Any] | str) -> str:
     """Guest code that makes the bridge send `report` (ASCII JSON text) instead of its real report."""
     text = report if isinstance(report, str) else json.dumps(report)
-    return f"import json\njson.dumps = lambda *args, **kwargs: {text!r}\nresult = 1\n"
+    forged_encoder = f"type('Forged', (), {{'encode': staticmethod(lambda report: {text!r})}})()"
+    return f"from codemode import _runner\n_runner._REPORT_ENCODER = {forged_encoder}\nresult = 1\n"
 
 
 def _strict_loads(line: str) -> Any:
