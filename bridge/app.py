@@ -23,10 +23,17 @@ _tools.install()
 
 class WitWorld(wit_world.WitWorld):
     def run(self, code: str, options_json: str) -> str:
-        return _runner.run_to_json(code, options_json)
+        # componentize-py seeds `random` on the instance's first export call: no second seed.
+        return _runner.run_to_json(code, options_json, reseed=False)
 
     def prepare(self) -> bool:
-        return _runner.prepare()
+        return _runner.prepare(reseed=False)
+
+
+# The warm-up, once now: what a run sets up on first use (the compiler's and the encoders' lazy
+# state, caches) is then in the snapshot, instead of being redone by every fresh instance.
+if not _runner.prepare(reseed=False):
+    raise RuntimeError("the runner's warm-up failed while building the image")
 
 
 # Last: move every object of the snapshot to the permanent generation, so the garbage

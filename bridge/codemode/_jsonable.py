@@ -131,6 +131,10 @@ def _fallback(value: Any, path: str, warnings: list[str]) -> str:
         return f"<unrepresentable {type(value).__name__}>"
 
 
+#: Made once (in the snapshot): `json.dumps` with arguments builds a new encoder per call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """Compact JSON text of an already converted value."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(value)

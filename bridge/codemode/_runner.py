@@ -26,6 +26,9 @@ FILENAME = "<sandbox>"
 _LAST_VALUE = "__codemode_last_value__"
 _MAX_FRAMES = 5
 _DEFAULT_MAX_RESULT_BYTES = 1 << 20
+#: The report's encoders, made once (in the snapshot): `json.dumps` with arguments builds a new one per call.
+_REPORT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_ASCII_REPORT_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
 #: The fixed dummy a spare runs before any user code (`prepare`): no output, no clock, no host call.
 _WARM_CODE = "values = [n * 2 for n in range(8)]\nresult = {'sum': sum(values)}"
 _WARM_OPTIONS = '{"max_result_bytes": 4096}'
@@ -45,14 +48,19 @@ _HINTS = {
 }
 
 
-def run_to_json(code: str, options_json: str) -> str:
-    """The `run` export: never raises, always returns a JSON report."""
+def run_to_json(code: str, options_json: str, *, reseed: bool = True) -> str:
+    """The `run` export: never raises, always returns a JSON report.
+
+    `reseed`: seed `random` from the OS first, so that no run replays the snapshot's sequence. The
+    default image passes False: componentize-py already seeds it on each instance's first export
+    call (a spare's warm-up or the run itself), and a second seed costs a tenth of an empty run.
+    """
     try:
         options = json.loads(options_json or "{}")
     except ValueError:
         options = {}
     try:
-        report = _Run(code, options).execute()
+        report = _Run(code, options, reseed).execute()
     except BaseException as exc:
         report = {
             "ok": False,
@@ -68,25 +76,27 @@ def run_to_json(code: str, options_json: str) -> str:
             stream.flush()
         except Exception:
             pass
-    text = json.dumps(report, ensure_ascii=False, separators=(",", ":"))
+    text = _REPORT_ENCODER.encode(report)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate (result = "\ud800") cannot cross the WIT string: escape all
-        text = json.dumps(report, ensure_ascii=True, separators=(",", ":"))
+        text = _ASCII_REPORT_ENCODER.encode(report)
     return text
 
 
-def prepare() -> bool:
+def prepare(*, reseed: bool = True) -> bool:
     """The `prepare` export: runs `_WARM_CODE` through the same path as a run, then drops its traces.
 
     A spare instance (made ahead of time, used by one run, then dropped) calls it before any user
     code: the run then finds the interpreter's pages and caches that a run touches already warm.
     What it leaves is what a fresh instance would show a run: the report is dropped, the code's
-    line cache entry removed, its namespace gone; the random generator is re-seeded by the run.
+    line cache entry removed, its namespace gone; the random generator is re-seeded by the run
+    (`run_to_json`). The default image also runs it once at build time, so that what the first run
+    of any instance would set up lazily (compiler, encoder, caches) is in the snapshot already.
     Returns whether the dummy ran as it should (the host discards the instance otherwise).
     """
     try:
-        report = json.loads(run_to_json(_WARM_CODE, _WARM_OPTIONS))
+        report = json.loads(run_to_json(_WARM_CODE, _WARM_OPTIONS, reseed=reseed))
         ok = report.get("ok") is True and report.get("data_json") == '{"sum":56}'
     except BaseException:
         ok = False
@@ -157,15 +167,17 @@ def _fresh_main() -> types.ModuleType:
 
 
 class _Run:
-    def __init__(self, code: str, options: dict[str, Any]) -> None:
+    def __init__(self, code: str, options: dict[str, Any], reseed: bool) -> None:
         self.code = code
+        self.reseed = reseed
         self.max_result_bytes = int(options.get("max_result_bytes", _DEFAULT_MAX_RESULT_BYTES))
         self.options = options
         self.diagnostics: list[dict[str, Any]] = []
         self.error: dict[str, Any] | None = None
 
     def execute(self) -> dict[str, Any]:
-        random.seed()  # the pre-init snapshot would otherwise replay one sequence every run
+        if self.reseed:
+            random.seed()  # the pre-init snapshot would otherwise replay one sequence every run
         linecache.cache[FILENAME] = (len(self.code), None, self.code.splitlines(True), FILENAME)
         main = _fresh_main()
         previous_main = sys.modules.get("__main__")

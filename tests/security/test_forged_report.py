@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
-from tests.security._support import profile_of, run
+from tests.security._support import forge_report, profile_of, run
 from wasmexec import Limits, Redactor, Runtime, Sandbox, validate_run_result
 from wasmexec._audit import AuditLog
 from wasmexec._envelope import result_json
@@ -34,8 +34,7 @@ LINE_BREAKS = ["\u2028", "\u2029", "\x85"]
 
 def _forge(report: dict[str, Any] | str) -> str:
     """Guest code that makes the bridge send `report` (ASCII JSON text) instead of its real report."""
-    text = report if isinstance(report, str) else json.dumps(report)
-    return f"import json\njson.dumps = lambda *args, **kwargs: {text!r}\nresult = 1\n"
+    return forge_report(report if isinstance(report, str) else json.dumps(report))
 
 
 def _strict_loads(line: str) -> Any:

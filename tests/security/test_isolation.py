@@ -6,9 +6,12 @@ import builtins
 import sys
 import time
 
+import pytest
+
 from tests.helpers import data_of, diagnostic, log_text
 from tests.security._support import assert_host_survives, run
-from wasmexec import Runtime, Sandbox, validate_run_result
+from wasmexec import Limits, Runtime, Sandbox, validate_run_result
+from wasmexec._sandbox.spares import SpareKey
 
 TAMPER = """
 import builtins, sys, time, random, json, os
@@ -115,6 +118,21 @@ def test_random_numbers_differ_between_runs(sandbox: Sandbox) -> None:
     assert first[0] != second[0]
     assert first[1] != second[1]
     assert first[2] != second[2]
+
+
+@pytest.mark.parametrize("spares", [0, 1])
+def test_each_instance_draws_its_own_random_numbers_fresh_or_spare(runtime: Runtime, spares: int) -> None:
+    # The snapshot holds one generator state: whoever reseeds it (the runner, or componentize-py on an
+    # instance's first export call, before a spare's warm-up), no two instances may replay it.
+    seen = []
+    with Sandbox(Limits(timeout_ms=10_000), runtime=runtime, spares=spares, workspaces=False) as sandbox:
+        key = SpareKey(sandbox.limits.fuel is not None, sandbox.limits.memory_bytes, False, None)
+        for _ in range(3):
+            if spares:
+                assert sandbox.spares.wait_ready(key, 30), sandbox.spares.stats()
+            seen.append(tuple(data_of(sandbox.run_sync("import random\n[random.random(), random.getrandbits(64)]"))))
+        assert sandbox.spares.stats().hits == 3 * spares  # with spares, every run took a warmed-up one
+    assert len(set(seen)) == 3, seen
 
 
 def test_a_seed_set_in_one_run_does_not_fix_the_next_runs_numbers(sandbox: Sandbox) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import data_of, diagnostic, error_of, limit_of
-from tests.security._support import assert_host_survives, run, timed_run
+from tests.security._support import assert_host_survives, forge_report, run, timed_run
 from wasmexec import Limits, Runtime, Sandbox, validate_run_result
 from wasmexec._runctx.toolhost import NoTools
 
@@ -85,34 +85,29 @@ def test_building_and_dropping_a_5000_deep_structure_works(runtime: Runtime, nes
 # -- a guest that forges its report ------------------------------------------------------------------
 
 
-def _forge(report_text: str) -> str:
-    """Guest code that makes the bridge send `report_text` instead of its real report."""
-    return f"import json\njson.dumps = lambda *args, **kwargs: {report_text!r}\nresult = 1\n"
-
-
 def test_a_forged_report_claiming_a_result_over_the_host_slack_is_refused(runtime: Runtime) -> None:
     report = json.dumps({"ok": True, "data_json": json.dumps("x" * 3_000_000), "diagnostics": []})
-    result = run(runtime, _forge(report), max_result_bytes=1000)
+    result = run(runtime, forge_report(report), max_result_bytes=1000)
     assert limit_of(result) == "result_bytes"
     assert_host_survives(runtime)
 
 
 def test_a_forged_diagnostic_without_the_required_fields_is_dropped(runtime: Runtime) -> None:
     report = json.dumps({"ok": True, "data_json": "1", "diagnostics": [{"bogus": 1}, "text", 3]})
-    result = run(runtime, _forge(report))
+    result = run(runtime, forge_report(report))
     assert data_of(result) == 1
     assert result["diagnostics"] == []
 
 
 def test_a_forged_report_that_is_not_json_gives_a_structured_error(runtime: Runtime) -> None:
-    result = run(runtime, _forge("this is not json"))
+    result = run(runtime, forge_report("this is not json"))
     assert error_of(result)["type"] == "SandboxError"
     assert_host_survives(runtime)
 
 
 def test_the_result_size_limit_holds_even_when_the_guest_forges_its_report(runtime: Runtime) -> None:
     report = json.dumps({"ok": True, "data_json": json.dumps("x" * 900_000), "diagnostics": []})
-    result = run(runtime, _forge(report), max_result_bytes=1000)
+    result = run(runtime, forge_report(report), max_result_bytes=1000)
     assert limit_of(result) == "result_bytes"
 
 
@@ -139,19 +134,19 @@ def test_the_result_size_limit_holds_even_when_the_guest_raises_its_own_limit(ru
     ids=["data_json-not-str", "error-not-object", "diagnostics-not-list"],
 )
 def test_a_malformed_forged_report_gives_a_structured_result(runtime: Runtime, report: dict[str, Any]) -> None:
-    result = run(runtime, _forge(json.dumps(report)))
+    result = run(runtime, forge_report(json.dumps(report)))
     validate_run_result(result)
     assert_host_survives(runtime)
 
 
 def test_a_deeply_nested_forged_report_gives_a_structured_result(runtime: Runtime) -> None:
-    result = run(runtime, _forge("[" * 100_000 + "]" * 100_000))
+    result = run(runtime, forge_report("[" * 100_000 + "]" * 100_000))
     assert error_of(result)["type"] == "SandboxError"
 
 
 def test_a_deeply_nested_forged_data_json_gives_a_structured_result(runtime: Runtime) -> None:
     nested = "[" * 100_000 + "]" * 100_000
-    result = run(runtime, _forge(json.dumps({"ok": True, "data_json": nested, "diagnostics": []})))
+    result = run(runtime, forge_report(json.dumps({"ok": True, "data_json": nested, "diagnostics": []})))
     validate_run_result(result)
 
 
@@ -165,7 +160,7 @@ def test_a_deeply_nested_forged_data_json_gives_a_structured_result(runtime: Run
 )
 def test_a_run_result_matches_its_schema_even_with_forged_diagnostics(runtime: Runtime, forged: dict[str, Any]) -> None:
     report = json.dumps({"ok": True, "data_json": "1", "diagnostics": [forged]})
-    result = run(runtime, _forge(report))
+    result = run(runtime, forge_report(report))
     validate_run_result(result)
 
 
