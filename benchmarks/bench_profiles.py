@@ -37,7 +37,8 @@ FUNCTIONS_PER_MODULE = 100
 
 
 def _bulky_files() -> dict[str, str | bytes]:
-    files: dict[str, str | bytes] = {"bulky/__init__.py": "".join(f"from . import m{i}\n" for i in range(BULKY_MODULES))}
+    imports = "".join(f"from . import m{i}\n" for i in range(BULKY_MODULES))
+    files: dict[str, str | bytes] = {"bulky/__init__.py": imports}
     for module in range(BULKY_MODULES):
         files[f"bulky/m{module}.py"] = "".join(
             f"def f{n}(x, y=1):\n    return [x * y + {n} for _ in range(2)]\n\n" for n in range(FUNCTIONS_PER_MODULE)
@@ -74,7 +75,8 @@ def main() -> None:
             "user profile, `import bulky` (8,000 lines, bytecode)": (user, "import bulky\nresult = 1"),
         }
         fresh = {name: Sandbox(runtime=runtime, spares=0) for name, (runtime, _) in cases.items()}
-        metered = {name: Sandbox(Limits(fuel=10**12), runtime=runtime, spares=0) for name, (runtime, _) in cases.items()}
+        budget = Limits(fuel=10**12)
+        metered = {name: Sandbox(budget, runtime=runtime, spares=0) for name, (runtime, _) in cases.items()}
         samples: dict[str, list[float]] = {name: [] for name in cases}
         for name, (_, code) in cases.items():  # warm-up: compiled images loaded, caches warm
             assert fresh[name].run_sync(code)["result"]["ok"]
