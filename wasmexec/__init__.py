@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from wasmexec._exceptions import BuildError, ConfigError, SandboxError, WasmexecError
     from wasmexec._limits import Limits
     from wasmexec._redact import Redactor
+    from wasmexec._sandbox.pooling import Pooling
     from wasmexec._sandbox.runtime import Runtime
     from wasmexec._sandbox.sandbox import RunControl, Sandbox
     from wasmexec._tools.broker import Broker
@@ -42,6 +43,7 @@ __all__ = [
     "ConfigError",
     "Limits",
     "Policy",
+    "Pooling",
     "Redactor",
     "RunControl",
     "RunResult",
@@ -65,6 +67,7 @@ _HOMES = {
     "Config": "_tools.config",
     "ConfigError": "_exceptions",
     "Policy": "_tools.policy",
+    "Pooling": "_sandbox.pooling",
     "RunControl": "_sandbox.sandbox",
     "ServerConfig": "_tools.config",
     "load_config": "_tools.config",

@@ -41,8 +41,9 @@ LimitName = Literal[
     "workspace_bytes", "workspace_files",
     "llm_calls", "llm_tokens",
 ]  # fmt: skip
-#: Why the host stopped a run: a limit, or a refused blocking wait (a BLOCKING_WAIT error, not a limit).
-StopReason = LimitName | Literal["blocking_wait"]
+#: Why the host stopped a run: a limit, a refused blocking wait (a BLOCKING_WAIT error, not a limit), or no
+#: free slot in the pooling allocator (a SANDBOX_BUSY error).
+StopReason = LimitName | Literal["blocking_wait", "busy"]
 
 #: The deepest nesting of lists and objects a result's data may have. The data sits 4 levels
 #: deep in an MCP ``tools/call`` answer; the `mcp` Python client (pydantic-core) refuses a

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from wasmtime import Engine, Instance, Module, Store, WasiConfig, WasmtimeError
 
-from tests.helpers import data_of
+from tests.helpers import data_of, diagnostic, error_of, wait_until
 from wasmexec import Limits, Runtime, Sandbox
 from wasmexec._sandbox.pooling import Pooling
 from wasmexec._sandbox.runtime import DEFAULT_ENGINE, make_engine
@@ -141,3 +141,18 @@ def test_the_science_images_memory_in_a_reused_slot_holds_nothing_the_last_run_w
     memory = second.exports(store)["memory"]  # type: ignore[attr-defined]
     assert marker not in memory.read(store, 0, memory.data_len(store))
     store.close()
+
+
+def test_a_run_that_finds_every_slot_taken_is_told_to_retry_and_runs_once_one_is_free() -> None:
+    runtime = Runtime(pooling=Pooling(slots=1))
+    holder = Sandbox(Limits(), runtime=runtime, spares=1)
+    holder.prepare()  # its ready spare holds the only slot
+    wait_until(lambda: holder.spares.stats().ready == 1, "the spare to hold the slot")
+    other = Sandbox(Limits(memory_mb=200), runtime=runtime, spares=0)  # another kind of run: a fresh instance
+    refused = other.run_sync("result = 1")
+    assert error_of(refused) == {"type": "SandboxError", "retryable": True,
+                                 "message": "Every sandbox slot of this server's pooling allocator is in use; "
+                                            "the code did not run."}  # fmt: skip
+    assert diagnostic(refused, "SANDBOX_BUSY")["hint"].startswith("Retry shortly")
+    holder.close()
+    assert data_of(other.run_sync("result = 1")) == 1

@@ -18,7 +18,9 @@ GHSA-6wgr-89rj-399p, 2026, fixed in 36.0.7 / 42.0.2 / 43.0.1): every wasmtime-py
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from wasmexec._limits import MAX_MEMORY_MB
 
@@ -78,3 +80,17 @@ class Pooling:
             "linear_memory_keep_resident": resident,
             "table_keep_resident": resident,
         }
+
+
+#: Engines made on the pooling allocator (`make_engine`): a run on one frees its slot as it ends.
+_POOLED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def mark_pooled(engine: Any) -> None:
+    """Records that `engine` runs its instances in a pool's slots."""
+    _POOLED.add(engine)
+
+
+def is_pooled(engine: Any) -> bool:
+    """Whether `engine`'s instances take slots of a pool (a used Store must be closed before its slot is free)."""
+    return engine in _POOLED

@@ -37,6 +37,7 @@ from wasmexec._runctx.toolhost import MAX_PAYLOAD_BYTES
 from wasmexec._sandbox.report import GuestReport
 from wasmexec._version import __version__
 
+_BUSY = "Every sandbox slot of this server's pooling allocator is in use; the code did not run."
 _BLOCKING_WAIT = (
     "The code made a blocking wait that bypasses the sandbox's clock (a re-imported time.sleep, select, "
     "or a lock or queue with a timeout); such waits could outlive the deadline, so they are refused."
@@ -239,8 +240,8 @@ class ResultBuilder:
         self.error, diagnostic = internal_error(exc)
         self.diagnostics.append(diagnostic)
 
-    def _sandbox_error(self, code: str, message: str, hint: str) -> None:
-        self.fail("SandboxError", message)
+    def _sandbox_error(self, code: str, message: str, hint: str, retryable: bool = False) -> None:
+        self.fail("SandboxError", message, retryable)
         self.diagnostics.append(
             {"severity": "error", "code": code, "message": message, "hint": hint, "error_class": "SandboxError"}
         )
@@ -252,6 +253,10 @@ class ResultBuilder:
             self._sandbox_error(
                 "BLOCKING_WAIT", _BLOCKING_WAIT, "Use time.sleep or asyncio (they wait through the host)."
             )
+            return
+        if limit == "busy":
+            self._sandbox_error("SANDBOX_BUSY", _BUSY, "Retry shortly; the operator can give the server more slots "
+                                "(wasmexec serve --pooling).", retryable=True)  # fmt: skip
             return
         if limit.startswith("trap:"):
             self._sandbox_error(

@@ -23,6 +23,7 @@ from wasmexec._sandbox import hostcalls as _hostcalls
 from wasmexec._sandbox.guest import Guest, GuestRuntime
 from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.output import OutputCapture
+from wasmexec._sandbox.pooling import is_pooled
 from wasmexec._sandbox.report import GuestReport
 from wasmexec._sandbox.result import ResultBuilder, host_error_result
 from wasmexec._sandbox.spares import close_later
@@ -124,9 +125,12 @@ def _run(
     finally:
         if live is not None:
             live.stop()
-            # Closed on the spares' thread, off the run's path (0.3 ms). The segfault once blamed on a close
-            # there was the tests' tracemalloc race; tests/integration/test_store_close_stress.py shows it holds.
-            close_later(live)
+            if is_pooled(guest.engine):
+                live.close()  # its pool slot is free when the run returns: the next run may need exactly that slot
+            else:
+                # Closed on the spares' thread, off the run's path (0.3 ms). The segfault once blamed on a close
+                # there was the tests' tracemalloc race; tests/integration/test_store_close_stress.py shows it holds.
+                close_later(live)
 
 
 def build_result(
@@ -189,8 +193,12 @@ def _stop_or_quota(state: RunState, workspace: RunWorkspace) -> Callable[[], str
     return decide
 
 
+#: How wasmtime's pooling allocator says it has no free slot (`wasmexec._sandbox.pooling`).
+_POOL_FULL = "maximum concurrent"
+
+
 def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used: int | None) -> str | None:
-    """Why the guest stopped: a limit, ``blocking_wait``, ``trap:<cause>``; None for a bug on the host.
+    """Why the guest stopped: a limit, ``blocking_wait``, ``busy``, ``trap:<cause>``; None for a bug on the host.
 
     The host's own stop reason comes first (set before the trap it causes): a limit, a
     cancellation, or ``blocking_wait`` when a host call refused a blocking WASI wait.
@@ -198,6 +206,8 @@ def _classify_fault(fault: Exception, state: RunState, limits: Limits, fuel_used
     if state.stop_reason is not None:
         return state.stop_reason
     message = str(fault)
+    if isinstance(fault, WasmtimeError) and not isinstance(fault, Trap) and _POOL_FULL in message:
+        return "busy"  # wasmtime's own instantiation error: every slot of the pooling allocator is taken
     if limits.fuel is not None and fuel_used is not None and fuel_used >= limits.fuel:
         return "fuel"
     if (isinstance(fault, Trap) and "stack" in message) or "call stack exhausted" in message:

@@ -28,7 +28,7 @@ from wasmexec._sandbox.epoch import EpochTicker
 from wasmexec._sandbox.guest import ComponentGuest, Guest
 from wasmexec._sandbox.image import HEX32, CacheFile, CacheFiles, EngineSettings, Image
 from wasmexec._sandbox.image_cache import Progress
-from wasmexec._sandbox.pooling import Pooling
+from wasmexec._sandbox.pooling import Pooling, mark_pooled
 from wasmexec._sandbox.wasmtime_internals import ffi, use_pooling_allocator
 
 #: The default image's engines (bump the format when the configuration changes).
@@ -58,9 +58,12 @@ def make_engine(fuel: bool, settings: EngineSettings = DEFAULT_ENGINE, pooling: 
         config.wasm_exceptions = True
     config.cranelift_opt_level = "speed"
     set_wasm_stack(config)
-    if pooling is not None:
-        use_pooling_allocator(config, pooling.settings(gc_heap=settings.wasm_exceptions))
-    return Engine(config)
+    if pooling is None:
+        return Engine(config)
+    use_pooling_allocator(config, pooling.settings(gc_heap=settings.wasm_exceptions))
+    engine = Engine(config)
+    mark_pooled(engine)
+    return engine
 
 
 def set_wasm_stack(config: Config) -> None:

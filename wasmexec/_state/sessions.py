@@ -588,7 +588,7 @@ def _sweep_scratch() -> None:
 
 
 #: Diagnostics that mean the host stopped the guest (a limit, the deadline, a cancel, a crash).
-_STOPPED = frozenset({"SANDBOX_LIMIT", "SANDBOX_TRAP", "BLOCKING_WAIT", "INTERNAL_ERROR"})
+_STOPPED = frozenset({"SANDBOX_LIMIT", "SANDBOX_TRAP", "SANDBOX_BUSY", "BLOCKING_WAIT", "INTERNAL_ERROR"})
 
 
 def guest_finished(result: RunResult) -> bool:
