@@ -112,3 +112,75 @@ def test_bare_help_still_lists_every_command(cached: Path, tmp_path: Path) -> No
     assert report["code"] == 0
     for command in ("run", "serve", "build", "schema", "tools", "config", "cache"):
         assert f"\n    {command} " in report["stdout"], command
+
+
+#: `python -m wasmexec` with an object whose `__del__` says so when the interpreter tears down its modules.
+_TEARDOWN_PROBE = """
+import os, sys
+class Teardown:
+    def __del__(self) -> None:
+        os.write(2, b"interpreter teardown ran")
+sys.modules["teardown_probe"] = Teardown()  # type: ignore[assignment]
+from wasmexec._cli.main import main
+sys.exit(main())
+"""
+
+
+def _wasmexec(cached: Path, cwd: Path, *args: str, stdout: Any = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    """A real `wasmexec` process: main() as the entry point, its temporary directories under cwd/tmp."""
+    (cwd / "tmp").mkdir(exist_ok=True)
+    env = {key: value for key, value in os.environ.items() if key not in ("WASMEXEC_CONFIG", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(REPO), WASMEXEC_CACHE_DIR=str(cached), TMPDIR=str(cwd / "tmp"))
+    return subprocess.run([sys.executable, "-c", _TEARDOWN_PROBE, *args], cwd=cwd, env=env, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120, check=False)  # fmt: skip
+
+
+def test_a_run_process_skips_the_interpreter_teardown(cached: Path, tmp_path: Path) -> None:
+    """Tearing down ~200 modules and the wasmtime objects cost every `run` 20-30 ms of CPU (issue 19)."""
+    done = _wasmexec(cached, tmp_path, "run", "--no-audit", "-c", "result = 1")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["data"] == 1
+    assert done.stderr == ""
+
+
+def test_other_commands_still_tear_down(cached: Path, tmp_path: Path) -> None:
+    """The probe above can see a teardown: `schema` is not a fast-exit command."""
+    done = _wasmexec(cached, tmp_path, "schema")
+    assert done.returncode == 0
+    assert done.stderr == "interpreter teardown ran"
+
+
+@pytest.mark.parametrize("to", ["pipe", "file"])
+@pytest.mark.parametrize(("code", "status"), [("result = 'x' * 100_000", 0), ("1 / 0", 1)])
+def test_a_fast_exit_loses_no_output_artifact_audit_line_or_run_directory(
+    cached: Path, tmp_path: Path, to: str, code: str, status: int
+) -> None:
+    """Everything the teardown did that matters still happens: stdout complete, the artifact written, the
+    audit line appended, the run directories removed (an atexit hook), and the exit status is the run's."""
+    audit, out = tmp_path / "audit.jsonl", tmp_path / "out"
+    args = ("run", "--audit-log", str(audit), "--output-dir", str(out), "-c", f"open('a.txt', 'w').write('a')\n{code}")
+    with open(tmp_path / "stdout.txt", "w+", encoding="utf-8") as file:
+        done = _wasmexec(cached, tmp_path, *args, stdout=subprocess.PIPE if to == "pipe" else file)
+        file.seek(0)
+        stdout = done.stdout if to == "pipe" else file.read()
+    assert done.returncode == status, done.stderr
+    assert done.stderr == ""
+    result = json.loads(stdout)
+    assert stdout.endswith("}\n") and stdout.count("\n") == 1
+    assert result["result"]["ok"] is (status == 0)
+    if status == 0:  # more than a pipe holds: the reader takes it while the process flushes
+        assert result["result"]["data"] == "x" * 100_000
+    assert (out / "a.txt").read_text() == "a"
+    assert [json.loads(line)["kind"] for line in audit.read_text().splitlines()] == ["run"]
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_reader_that_left_still_gets_exit_status_141(cached: Path, tmp_path: Path) -> None:
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        done = _wasmexec(cached, tmp_path, "run", "--no-audit", "-c", "result = 'x' * 100_000", stdout=writer)
+    finally:
+        os.close(writer)
+    assert done.returncode == 141
+    assert "Traceback" not in done.stderr
