@@ -24,7 +24,7 @@ def spared(science_runtime: ScienceRuntime) -> Iterator[Sandbox]:
 
 
 def _ready(sandbox: Sandbox) -> None:
-    key = SpareKey(True, LIMITS.memory_bytes, True, None)
+    key = SpareKey(LIMITS.fuel is not None, LIMITS.memory_bytes, True, None)
     sandbox.spares.fill(key)
     assert sandbox.spares.wait_ready(key, 60), sandbox.spares.stats()
 
