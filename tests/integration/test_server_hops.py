@@ -37,6 +37,10 @@ class _Counts:
         self.threads: Counter[tuple[str, str]] = Counter()
         """Threads started while counting, as (name of the thread that started it, name)."""
         self.hops: Counter[str] = Counter()
+        self.owners = 0
+        """Owners recorded in the shared artifact store (a stat and maybe a write in the state dir each)."""
+        self.schema_dumps = 0
+        """Times the tool's input schema was serialised (once per call was the validator cache's key)."""
         self.counting = False
 
 
@@ -67,7 +71,7 @@ def _files(root: Path) -> dict[str, float]:
 
 
 def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_writes_one_audit_line(
-    runtime: Runtime, tmp_path: Path, counts: _Counts
+    runtime: Runtime, tmp_path: Path, counts: _Counts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Wired as `wasmexec serve` wires it: a state directory with sessions, artifacts shared through it.
     state = StateDir(tmp_path / "state", StateKey.kept_in(tmp_path / "state"))
@@ -77,6 +81,18 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     sandbox.prepare()
     options = ServeOptions(limits=Limits(timeout_ms=10_000), sessions_dir=state.sessions, state=state)
     server = RunPythonServer(sandbox, options)
+    set_owner, dumps = SharedArtifactStore.set_owner, json.dumps
+
+    def counted_set_owner(store: SharedArtifactStore, run_id: str, caller: str | None) -> None:
+        counts.owners += counts.counting
+        set_owner(store, run_id, caller)
+
+    def counted_dumps(value: Any, *args: Any, **kwargs: Any) -> str:
+        counts.schema_dumps += counts.counting and value is server.input_schema
+        return dumps(value, *args, **kwargs)
+
+    monkeypatch.setattr(SharedArtifactStore, "set_owner", counted_set_owner)
+    monkeypatch.setattr(json, "dumps", counted_dumps)
 
     async def main() -> list[Any]:
         results = []
@@ -107,6 +123,10 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     assert on_the_path.total() <= 2, counts.threads
     # The event loop waits for the run without parking a worker thread, and builds the result itself.
     assert counts.hops == Counter(), counts.hops
+    # No artifacts: no owner to record (a stat of the state dir on the event loop per call).
+    assert counts.owners == 0
+    # The arguments are still checked against the schema, by a validator made once (tested in test_server.py).
+    assert counts.schema_dumps == 0
     lines = (tmp_path / "audit.jsonl").read_text().splitlines()
     assert len(lines) == WARM_UP_CALLS + COUNTED_CALLS  # every run still writes its audit line, one each
 

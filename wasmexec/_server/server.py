@@ -93,7 +93,7 @@ from wasmexec._state.sessions import (
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.mcp_errors import ServerUnavailable
 from wasmexec._tools.pii import PiiVault
-from wasmexec._tools.validation import schema_errors
+from wasmexec._tools.validation import schema_checker
 from wasmexec._version import __version__
 from wasmexec._workspace.workspace import InputError
 
@@ -177,6 +177,7 @@ class RunPythonServer:
         self.options = options or ServeOptions()
         self.broker = broker
         self.input_schema = input_schema(self.options.limits, list(self.sandboxes))
+        self._argument_errors = schema_checker(self.input_schema)  # how a call's arguments fail it
         no_files = [name for name, each in self.sandboxes.items() if not each.workspaces]
         self.tool = Tool(
             name=TOOL_NAME,
@@ -343,7 +344,7 @@ class RunPythonServer:
 
     def arguments(self, arguments: dict[str, Any]) -> Job:
         """What a call asks for, checked against the input schema and decoded (-32602 when it does not fit)."""
-        errors = schema_errors(self.input_schema, arguments)
+        errors = self._argument_errors(arguments)
         if errors:
             raise MCPError(INVALID_PARAMS, self._explain(errors[0], arguments))
         # JSON Schema counts 2.0 as an integer; Limits wants an int.
@@ -495,7 +496,8 @@ class RunPythonServer:
             {"severity": "warning", "code": "TOOLS_UNAVAILABLE", "message": warning,
              "hint": "The server was unavailable before the run; calls to it may fail."} for warning in run.warnings
         )  # fmt: skip
-        self.resources.keep(result["run_id"], run.caller)
+        if result.get("artifacts"):  # none kept: no owner to record (a stat in the state dir, on the loop)
+            self.resources.keep(result["run_id"], run.caller)
         content = [TextContent(type="text", text=render_text(result)), *self.resources.content(result)]
         return CallToolResult(content=content, structured_content=dict(result))
 
