@@ -22,6 +22,8 @@ from mcp import Client
 
 from wasmexec import Limits, Runtime
 from wasmexec._audit import AuditLog
+from wasmexec._sandbox import spares
+from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.sandbox import Sandbox
 from wasmexec._server.server import RunPythonServer, ServeOptions
 from wasmexec._state.directory import StateDir
@@ -40,6 +42,10 @@ class _Counts:
         self.owners = 0
         """Owners recorded in the shared artifact store (a stat and maybe a write in the state dir each)."""
         self.schema_dumps = 0
+        self.order: list[str] = []
+        """"answer" as each result is built, "release" as a run's `spares.Hold` is released."""
+        self.held_closes: list[bool] = []
+        """Whether each used Store queued to be closed came with its run's hold."""
         """Times the tool's input schema was serialised (once per call was the validator cache's key)."""
         self.counting = False
 
@@ -91,6 +97,27 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
         counts.schema_dumps += counts.counting and value is server.input_schema
         return dumps(value, *args, **kwargs)
 
+    close, release, tool_result = spares._background.close, spares.Hold.release, server._tool_result
+
+    def recorded_close(live: LiveInstance, hold: spares.Hold | None = None) -> bool:
+        if counts.counting:
+            counts.held_closes.append(hold is not None)
+        return close(live, hold)
+
+    def recorded_release(hold: spares.Hold) -> None:
+        if counts.counting:
+            counts.order.append("release")
+        release(hold)
+
+    def recorded_tool_result(*args: Any) -> Any:
+        answer = tool_result(*args)
+        if counts.counting:
+            counts.order.append("answer")
+        return answer
+
+    monkeypatch.setattr(spares._background, "close", recorded_close)
+    monkeypatch.setattr(spares.Hold, "release", recorded_release)
+    monkeypatch.setattr(server, "_tool_result", recorded_tool_result)
     monkeypatch.setattr(SharedArtifactStore, "set_owner", counted_set_owner)
     monkeypatch.setattr(json, "dumps", counted_dumps)
 
@@ -125,6 +152,10 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     assert counts.hops == Counter(), counts.hops
     # No artifacts: no owner to record (a stat of the state dir on the event loop per call).
     assert counts.owners == 0
+    # What a run orders as it ends (its Store's close, its spare) waits for its answer: held until the result
+    # is built (and, over a stdio pipe, written: test_stdio.py); the hold itself is tested in test_spares.py.
+    assert counts.held_closes == [True] * COUNTED_CALLS
+    assert counts.order == ["answer", "release"] * COUNTED_CALLS
     # The arguments are still checked against the schema, by a validator made once (tested in test_server.py).
     assert counts.schema_dumps == 0
     lines = (tmp_path / "audit.jsonl").read_text().splitlines()

@@ -187,6 +187,9 @@ class RunPythonServer:
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
         self.runs = LiveRuns()
+        self.after_answer: Callable[[Callable[[], None]], None] = _now
+        """Calls what waits for a call's answer to be out once it is: at once (the answer is built);
+        the stdio transport makes it wait until the answer is written (`wasmexec._server.stdio`)."""
         """Every run not yet ended: `close` stops them."""
         self._approvals_dir: weakref.finalize[Any, Any] | None = None
         if self.options.state is not None:
@@ -444,6 +447,12 @@ class RunPythonServer:
 
     async def _drive(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
         """Drives the run to its end, or to a question the client must answer by retrying (2026 era)."""
+        try:
+            return await self._answer(ctx, run)
+        finally:  # what the run ordered as it ended (its Store's close, a spare) waits until the answer is out
+            self.after_answer(run.hold.release)
+
+    async def _answer(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
         async with AsyncExitStack() as stack:
             report: Callable[[str], None] = _no_report
             if wants_progress(ctx):  # else reporting is a no-op: no portal to open and close per call
@@ -537,6 +546,10 @@ class RunPythonServer:
         except Exception:
             return False
         return _approved({"approval": answer})
+
+
+def _now(then: Callable[[], None]) -> None:
+    then()
 
 
 def _no_report(message: str) -> None:
