@@ -1,9 +1,11 @@
 """The server's own path stays short: a regression guard that counts work instead of timing it.
 
 A trivial `run_python` call without a session is measured by what it makes the process do:
-threads started, hops to anyio worker threads, audit lines, and files written under the state
-directory (sessions and artifacts: none). Each thread start or hop costs a GIL hand-off on a busy machine
-(0.1–0.5 ms each on the 2-core CI machine), which wall-clock tests could never pin down.
+threads started, hops to anyio worker threads, audit lines, files written under the state
+directory (sessions and artifacts: none), artifact owners recorded, serialisations of the input schema,
+and whether the work a run orders as it ends waits for its answer (`spares.Hold`). Each thread start
+or hop costs a GIL hand-off on a busy machine (0.1–0.5 ms each on the 2-core CI machine), which
+wall-clock tests could never pin down.
 """
 
 from __future__ import annotations
