@@ -70,3 +70,32 @@ def test_a_message_larger_than_the_pipe_arrives_whole_while_the_server_goes_on(
         process.stdout.close()
     assert replies[2]["result"]["structuredContent"]["result"]["data"] == "é" * 300_000
     assert replies[3]["result"]["structuredContent"]["result"]["data"] == 3
+
+
+def test_what_waits_for_an_answer_runs_once_the_flush_that_writes_it_has_ended() -> None:
+    import anyio
+
+    from wasmexec._server.stdio import PipeWriter
+
+    read_end, write_end = os.pipe()
+    writer, events = PipeWriter(write_end), []
+
+    async def main() -> None:
+        writer.after_next_flush(lambda: events.append(os.read(read_end, 100)))
+        await writer.write("answer\n")
+        assert events == []  # written to the buffer only: not out yet
+        await writer.flush()
+        assert events == [b"answer\n"]  # ran after the bytes were in the pipe
+        writer.after_next_flush(lambda: events.append(b"failed"))
+        os.close(read_end)
+        await writer.write("lost\n")
+        try:
+            await writer.flush()  # the client is gone: the write fails, what waited runs anyway
+        except BrokenPipeError:
+            pass
+        assert events[-1] == b"failed"
+
+    try:
+        anyio.run(main)
+    finally:
+        os.close(write_end)

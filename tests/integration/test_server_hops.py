@@ -1,9 +1,11 @@
 """The server's own path stays short: a regression guard that counts work instead of timing it.
 
 A trivial `run_python` call without a session is measured by what it makes the process do:
-threads started, hops to anyio worker threads, audit lines, and files written under the state
-directory (sessions and artifacts: none). Each thread start or hop costs a GIL hand-off on a busy machine
-(0.1–0.5 ms each on the 2-core CI machine), which wall-clock tests could never pin down.
+threads started, hops to anyio worker threads, audit lines, files written under the state
+directory (sessions and artifacts: none), artifact owners recorded, serialisations of the input schema,
+and whether the work a run orders as it ends waits for its answer (`spares.Hold`). Each thread start
+or hop costs a GIL hand-off on a busy machine (0.1–0.5 ms each on the 2-core CI machine), which
+wall-clock tests could never pin down.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from mcp import Client
 
 from wasmexec import Limits, Runtime
 from wasmexec._audit import AuditLog
+from wasmexec._sandbox import spares
+from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.sandbox import Sandbox
 from wasmexec._server.server import RunPythonServer, ServeOptions
 from wasmexec._state.directory import StateDir
@@ -37,6 +41,14 @@ class _Counts:
         self.threads: Counter[tuple[str, str]] = Counter()
         """Threads started while counting, as (name of the thread that started it, name)."""
         self.hops: Counter[str] = Counter()
+        self.owners = 0
+        """Owners recorded in the shared artifact store (a stat and maybe a write in the state dir each)."""
+        self.schema_dumps = 0
+        self.order: list[str] = []
+        """"answer" as each result is built, "release" as a run's `spares.Hold` is released."""
+        self.held_closes: list[bool] = []
+        """Whether each used Store queued to be closed came with its run's hold."""
+        """Times the tool's input schema was serialised (once per call was the validator cache's key)."""
         self.counting = False
 
 
@@ -67,7 +79,7 @@ def _files(root: Path) -> dict[str, float]:
 
 
 def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_writes_one_audit_line(
-    runtime: Runtime, tmp_path: Path, counts: _Counts
+    runtime: Runtime, tmp_path: Path, counts: _Counts, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Wired as `wasmexec serve` wires it: a state directory with sessions, artifacts shared through it.
     state = StateDir(tmp_path / "state", StateKey.kept_in(tmp_path / "state"))
@@ -77,6 +89,39 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     sandbox.prepare()
     options = ServeOptions(limits=Limits(timeout_ms=10_000), sessions_dir=state.sessions, state=state)
     server = RunPythonServer(sandbox, options)
+    set_owner, dumps = SharedArtifactStore.set_owner, json.dumps
+
+    def counted_set_owner(store: SharedArtifactStore, run_id: str, caller: str | None) -> None:
+        counts.owners += counts.counting
+        set_owner(store, run_id, caller)
+
+    def counted_dumps(value: Any, *args: Any, **kwargs: Any) -> str:
+        counts.schema_dumps += counts.counting and value is server.input_schema
+        return dumps(value, *args, **kwargs)
+
+    close, release, tool_result = spares._background.close, spares.Hold.release, server._tool_result
+
+    def recorded_close(live: LiveInstance, hold: spares.Hold | None = None) -> bool:
+        if counts.counting:
+            counts.held_closes.append(hold is not None)
+        return close(live, hold)
+
+    def recorded_release(hold: spares.Hold) -> None:
+        if counts.counting:
+            counts.order.append("release")
+        release(hold)
+
+    def recorded_tool_result(*args: Any) -> Any:
+        answer = tool_result(*args)
+        if counts.counting:
+            counts.order.append("answer")
+        return answer
+
+    monkeypatch.setattr(spares._background, "close", recorded_close)
+    monkeypatch.setattr(spares.Hold, "release", recorded_release)
+    monkeypatch.setattr(server, "_tool_result", recorded_tool_result)
+    monkeypatch.setattr(SharedArtifactStore, "set_owner", counted_set_owner)
+    monkeypatch.setattr(json, "dumps", counted_dumps)
 
     async def main() -> list[Any]:
         results = []
@@ -107,6 +152,14 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     assert on_the_path.total() <= 2, counts.threads
     # The event loop waits for the run without parking a worker thread, and builds the result itself.
     assert counts.hops == Counter(), counts.hops
+    # No artifacts: no owner to record (a stat of the state dir on the event loop per call).
+    assert counts.owners == 0
+    # What a run orders as it ends (its Store's close, its spare) waits for its answer: held until the result
+    # is built (and, over a stdio pipe, written: test_stdio.py); the hold itself is tested in test_spares.py.
+    assert counts.held_closes == [True] * COUNTED_CALLS
+    assert counts.order == ["answer", "release"] * COUNTED_CALLS
+    # The arguments are still checked against the schema, by a validator made once (tested in test_server.py).
+    assert counts.schema_dumps == 0
     lines = (tmp_path / "audit.jsonl").read_text().splitlines()
     assert len(lines) == WARM_UP_CALLS + COUNTED_CALLS  # every run still writes its audit line, one each
 

@@ -255,23 +255,30 @@ def test_no_spare_is_made_while_other_runs_are_going(spared: Sandbox) -> None:
     assert spared.spares.wait_ready(key, 30)
 
 
+class _Closes:
+    """The threads Stores were closed on, and an event set by each close."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import threading
+
+        self.threads: list[str] = []
+        self.done = threading.Event()
+        original = LiveInstance.close
+
+        def close(live: LiveInstance) -> None:
+            self.threads.append(threading.current_thread().name)
+            original(live)
+            self.done.set()
+
+        monkeypatch.setattr(LiveInstance, "close", close)
+
+
 def test_the_used_store_is_closed_off_the_runs_thread(spared: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
-    import threading
-
-    closed_on: list[str] = []
-    done = threading.Event()
-    original = LiveInstance.close
-
-    def close(self: LiveInstance) -> None:
-        closed_on.append(threading.current_thread().name)
-        original(self)
-        done.set()
-
-    monkeypatch.setattr(LiveInstance, "close", close)
+    closes = _Closes(monkeypatch)
     _ready(spared)
     assert data_of(spared.run_sync("result = 4")) == 4
-    assert done.wait(30)
-    assert closed_on[0] == "wasmexec-spares"
+    assert closes.done.wait(30)
+    assert closes.threads[0] == "wasmexec-spares"
 
 
 @contextmanager
@@ -324,3 +331,35 @@ def test_runs_faster_than_spares_order_one_at_take_with_a_free_core_and_skip_wit
             assert spares.stats().skipped == 1
     finally:
         spares.close()
+
+
+def test_what_a_held_run_orders_as_it_ends_waits_for_the_release(
+    spared: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wasmexec._sandbox import spares as spares_module
+
+    monkeypatch.setattr(spares_module, "MAX_HOLD_S", 60.0)  # only the release lets it go here
+    closes = _Closes(monkeypatch)
+    key = _key(spared, True)
+    _ready(spared)
+    hold = spares_module.Hold()
+    with spares_module.holding(hold):
+        assert data_of(spared.run_sync("result = 4")) == 4  # took the spare; ordered the next one and its close
+    assert not closes.done.wait(1) and not spared.spares.wait_ready(key, 1)  # held: neither made nor closed
+    assert data_of(spared.run_sync("result = 5")) == 5  # a run without a hold is not held up by another's
+    hold.release()
+    assert closes.done.wait(30) and spared.spares.wait_ready(key, 30)
+    assert set(closes.threads) == {"wasmexec-spares"}
+
+
+def test_a_hold_never_released_lets_the_work_go_after_its_time(
+    spared: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wasmexec._sandbox import spares as spares_module
+
+    monkeypatch.setattr(spares_module, "MAX_HOLD_S", 0.2)
+    key = _key(spared, True)
+    _ready(spared)
+    with spares_module.holding(spares_module.Hold()):  # a client that never reads its answer
+        assert data_of(spared.run_sync("result = 4")) == 4
+    assert spared.spares.wait_ready(key, 30)

@@ -24,6 +24,7 @@ idle thread would keep resident: its thread ends instead.
 
 from __future__ import annotations
 
+import contextvars
 import queue
 import threading
 import time
@@ -57,11 +58,12 @@ def on_guest_stack(work: Callable[[], T]) -> T:
     """Returns ``work()``, run on a thread whose stack holds `WASM_STACK_BYTES` of wasm.
 
     On such a thread already: runs it here. Otherwise on an idle guest thread, or a new one
-    (see the module), which the caller waits for; an exception of `work` is re-raised here.
+    (see the module), which the caller waits for, in a copy of the caller's context (its context
+    variables, e.g. a `spares.holding`); an exception of `work` is re-raised here.
     """
     if getattr(_local, "deep", False):
         return work()
-    call = _Call(work)
+    call = _Call(partial(contextvars.copy_context().run, work))  # in the caller's context, as if run here
     _GUEST_THREADS.submit(call.run)  # an interrupt while waiting leaves the thread to finish alone
     call.done.acquire()
     return call.result()

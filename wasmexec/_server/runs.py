@@ -37,6 +37,7 @@ from wasmexec._runctx.journal import DIVERGED_HINT, Journal, LogTooLarge, pack
 from wasmexec._runctx.llm_ask import NO_CLIENT_SAMPLING, Sampler, refusing_sampler
 from wasmexec._runctx.toolhost import HostCallError
 from wasmexec._sandbox.sandbox import RunControl, Sandbox
+from wasmexec._sandbox.spares import Hold, holding
 from wasmexec._sandbox.stack import GuestThreads
 from wasmexec._server.admission import Ticket, own_slot
 from wasmexec._server.sampling import Sample
@@ -147,6 +148,9 @@ class ServerRun:
         self.journal = journal
         self.pii_vault = pii_vault if pii_vault is not None else session.pii_vault if session is not None else None
         self.control = RunControl()
+        self.hold = Hold()
+        """Keeps back the Store close and the spare the run orders as it ends until its answer is out
+        (`wasmexec._sandbox.spares`): the server releases it."""
         if journal is not None:
             journal.on_diverge = lambda reason: self.control.stop()
         self._pausing = False
@@ -200,10 +204,11 @@ class ServerRun:
         with self._ticket:  # queued until a run slot is free (`wasmexec._server.admission`)
             workspace = self.session.workspace if self.session is not None else None
             try:
-                result = sandbox.run_sync(job.code, job.limits, approver=approver, progress=self._progress,
-                                          sampler=sampler, control=self.control, on_output=self.output.feed,
-                                          files=job.files, workspace=workspace, pii_vault=self.pii_vault,
-                                          journal=self.journal)  # fmt: skip
+                with holding(self.hold):
+                    result = sandbox.run_sync(job.code, job.limits, approver=approver, progress=self._progress,
+                                              sampler=sampler, control=self.control, on_output=self.output.feed,
+                                              files=job.files, workspace=workspace, pii_vault=self.pii_vault,
+                                              journal=self.journal)  # fmt: skip
                 if self.journal is not None and self.journal.check_resumed() is not None:
                     result = diverged(result, str(self.journal.diverged))
             except BaseException as exc:  # reported to the request, never lost in a thread

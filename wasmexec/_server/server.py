@@ -93,7 +93,7 @@ from wasmexec._state.sessions import (
 from wasmexec._tools.broker import Broker
 from wasmexec._tools.mcp_errors import ServerUnavailable
 from wasmexec._tools.pii import PiiVault
-from wasmexec._tools.validation import schema_errors
+from wasmexec._tools.validation import schema_checker
 from wasmexec._version import __version__
 from wasmexec._workspace.workspace import InputError
 
@@ -177,6 +177,7 @@ class RunPythonServer:
         self.options = options or ServeOptions()
         self.broker = broker
         self.input_schema = input_schema(self.options.limits, list(self.sandboxes))
+        self._argument_errors = schema_checker(self.input_schema)  # how a call's arguments fail it
         no_files = [name for name, each in self.sandboxes.items() if not each.workspaces]
         self.tool = Tool(
             name=TOOL_NAME,
@@ -186,6 +187,9 @@ class RunPythonServer:
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
         self.runs = LiveRuns()
+        self.after_answer: Callable[[Callable[[], None]], None] = _now
+        """Calls what waits for a call's answer to be out once it is: at once (the answer is built);
+        the stdio transport makes it wait until the answer is written (`wasmexec._server.stdio`)."""
         """Every run not yet ended: `close` stops them."""
         self._approvals_dir: weakref.finalize[Any, Any] | None = None
         if self.options.state is not None:
@@ -343,7 +347,7 @@ class RunPythonServer:
 
     def arguments(self, arguments: dict[str, Any]) -> Job:
         """What a call asks for, checked against the input schema and decoded (-32602 when it does not fit)."""
-        errors = schema_errors(self.input_schema, arguments)
+        errors = self._argument_errors(arguments)
         if errors:
             raise MCPError(INVALID_PARAMS, self._explain(errors[0], arguments))
         # JSON Schema counts 2.0 as an integer; Limits wants an int.
@@ -443,6 +447,12 @@ class RunPythonServer:
 
     async def _drive(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
         """Drives the run to its end, or to a question the client must answer by retrying (2026 era)."""
+        try:
+            return await self._answer(ctx, run)
+        finally:  # what the run ordered as it ended (its Store's close, a spare) waits until the answer is out
+            self.after_answer(run.hold.release)
+
+    async def _answer(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
         async with AsyncExitStack() as stack:
             report: Callable[[str], None] = _no_report
             if wants_progress(ctx):  # else reporting is a no-op: no portal to open and close per call
@@ -495,7 +505,8 @@ class RunPythonServer:
             {"severity": "warning", "code": "TOOLS_UNAVAILABLE", "message": warning,
              "hint": "The server was unavailable before the run; calls to it may fail."} for warning in run.warnings
         )  # fmt: skip
-        self.resources.keep(result["run_id"], run.caller)
+        if result.get("artifacts"):  # none kept: no owner to record (a stat in the state dir, on the loop)
+            self.resources.keep(result["run_id"], run.caller)
         content = [TextContent(type="text", text=render_text(result)), *self.resources.content(result)]
         return CallToolResult(content=content, structured_content=dict(result))
 
@@ -535,6 +546,10 @@ class RunPythonServer:
         except Exception:
             return False
         return _approved({"approval": answer})
+
+
+def _now(then: Callable[[], None]) -> None:
+    then()
 
 
 def _no_report(message: str) -> None:

@@ -25,7 +25,7 @@ import os
 import select
 import stat
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -53,7 +53,13 @@ async def serve_stdio(server: RunPythonServer) -> None:
         stdin = cast(Any, _Lines(receive))  # stdio_server only iterates it
         # Returns when stdin closes: the client is gone.
         async with stdio_server(stdin=stdin, stdout=cast(Any, stdout)) as (read, write):
-            await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            after_answer = server.after_answer
+            if stdout is not None:  # a run's background work waits until its answer is written
+                server.after_answer = stdout.after_next_flush
+            try:
+                await lowlevel.run(read, write, lowlevel.create_initialization_options())
+            finally:
+                server.after_answer = after_answer
 
 
 class _Lines:
@@ -112,16 +118,27 @@ class PipeWriter:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._pending = bytearray()
+        self._after: list[Callable[[], None]] = []
+
+    def after_next_flush(self, then: Callable[[], None]) -> None:
+        """Calls `then` once the next flush that starts from now has ended (written or failed): a call's answer,
+        handed to the writer after this, is then out."""
+        self._after.append(then)
 
     async def write(self, text: str) -> None:
         self._pending += text.encode("utf-8")
 
     async def flush(self) -> None:
         data, self._pending = memoryview(bytes(self._pending)), bytearray()
-        while data:
-            if not select.select([], [self._fd], [], 0)[1]:  # full: the client reads slower than we write
-                await anyio.wait_writable(self._fd)
-            data = data[os.write(self._fd, data[: select.PIPE_BUF]) :]
+        after, self._after = self._after, []
+        try:
+            while data:
+                if not select.select([], [self._fd], [], 0)[1]:  # full: the client reads slower than we write
+                    await anyio.wait_writable(self._fd)
+                data = data[os.write(self._fd, data[: select.PIPE_BUF]) :]
+        finally:
+            for then in after:
+                then()
 
 
 @contextmanager
