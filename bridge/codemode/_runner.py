@@ -19,7 +19,7 @@ import traceback
 import types
 from typing import Any
 
-from codemode import _files, _jsonable, _loop, _stdlib, errors
+from codemode import _files, _jsonable, _loop, _stdlib, _trailing, errors
 from codemode._restrict import hint_for
 
 FILENAME = "<sandbox>"
@@ -207,6 +207,16 @@ class _Run:
 
     def _compile(self) -> Any:
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        start = _trailing.last_expression_start(self.code)
+        if start == _trailing.NO_EXPRESSION:
+            return compile(self.code, FILENAME, "exec", flags=flags, dont_inherit=True)
+        if start is not _trailing.UNKNOWN:
+            # The same code, its last statement `<name> = <expression>`: lines stay, that line's columns move.
+            source = f"{self.code[:start]}{_LAST_VALUE} = {self.code[start:]}"
+            try:
+                return compile(source, FILENAME, "exec", flags=flags, dont_inherit=True)
+            except SyntaxError:
+                pass  # the AST path reports the error as the code has it (its column, not the rewrite's)
         tree = compile(self.code, FILENAME, "exec", flags=flags | ast.PyCF_ONLY_AST, dont_inherit=True)
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = tree.body[-1]

@@ -60,6 +60,25 @@ def test_a_syntax_error_reports_the_line(sandbox: Sandbox) -> None:
     assert found["line"] == 2 and found["hint"]
 
 
+def test_a_syntax_error_in_a_final_expression_reports_its_own_column(sandbox: Sandbox) -> None:
+    # The runner compiles a final expression as `<name> = <expression>`; an error is still reported
+    # where the code has it, not where the rewritten line has it.
+    found = diagnostic(sandbox.run_sync("x = 1\n(yield 5)"), "SYNTAX_ERROR")
+    assert (found["line"], found["column"]) == (2, 2), found
+
+
+def test_a_final_expression_that_raises_reports_its_own_line(sandbox: Sandbox) -> None:
+    found = diagnostic(sandbox.run_sync("x = 0\n1 / x  # divides"), "UNCAUGHT_EXCEPTION")
+    assert found["frames"][-1] == {"line": 2, "function": "<module>", "text": "1 / x  # divides"}
+
+
+def test_a_syntax_warning_is_printed_once(sandbox: Sandbox) -> None:
+    # The runner tokenizes the code before compiling it: the tokenizer's warnings must not show twice.
+    result = sandbox.run_sync("x = 1if 1 else 2\nx")
+    assert data_of(result) == 1
+    assert log_text(result).count("invalid decimal literal") == 1, log_text(result)
+
+
 def test_an_uncaught_exception_reports_the_sandbox_frames(sandbox: Sandbox) -> None:
     code = "def inner():\n    return 1 / 0\n\ndef outer():\n    return inner()\n\nprint('before')\nouter()\n"
     result = sandbox.run_sync(code)
