@@ -79,6 +79,15 @@ def test_a_syntax_warning_is_printed_once(sandbox: Sandbox) -> None:
     assert log_text(result).count("invalid decimal literal") == 1, log_text(result)
 
 
+def test_the_runner_reads_its_options_as_json_loads_does(sandbox: Sandbox) -> None:
+    # The runner reads the host's options with the JSON decoder's C scanner, json.loads as the fallback.
+    given = ['{"max_result_bytes": 5}', "", "nonsense", '{"a": }', ' {"a": 1} ', '{"a": 1} x', "[1]", '{"a": [1e999]}']
+    code = f"from codemode import _runner\nresult = [repr(_runner._options(s)) for s in {given!r}]"
+    assert data_of(sandbox.run_sync(code)) == [
+        "{'max_result_bytes': 5}", "{}", "{}", "{}", "{'a': 1}", "{}", "[1]", "{'a': [inf]}",
+    ]  # fmt: skip
+
+
 def test_an_uncaught_exception_reports_the_sandbox_frames(sandbox: Sandbox) -> None:
     code = "def inner():\n    return 1 / 0\n\ndef outer():\n    return inner()\n\nprint('before')\nouter()\n"
     result = sandbox.run_sync(code)
