@@ -226,13 +226,8 @@ class _Run:
         start = _trailing.last_expression_start(self.code)
         if start == _trailing.NO_EXPRESSION:
             return compile(self.code, FILENAME, "exec", flags=flags, dont_inherit=True)
-        if start is not _trailing.UNKNOWN:
-            # The same code, its last statement `<name> = <expression>`: lines stay, that line's columns move.
-            source = f"{self.code[:start]}{_LAST_VALUE} = {self.code[start:]}"
-            try:
-                return compile(source, FILENAME, "exec", flags=flags, dont_inherit=True)
-            except SyntaxError:
-                pass  # the AST path reports the error as the code has it (its column, not the rewrite's)
+        # A trailing expression (or doubt): through the AST, so every line and column stays the code's own (a
+        # rewritten source would move the last line's columns, and a traceback's marks with them).
         tree = compile(self.code, FILENAME, "exec", flags=flags | ast.PyCF_ONLY_AST, dont_inherit=True)
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = tree.body[-1]

@@ -3,9 +3,11 @@
 A run's value is `result`, else the value of a trailing expression statement. Finding that statement
 through the AST (parse to AST objects, rewrite, compile the AST) costs about twice what compiling the
 source does on wasm (a 25-line program: 8.4 M instructions against 4.5 M). The C tokenizer tells the
-same from the tokens: the runner then compiles the source as it is, or with `<name> = ` put in front
-of the trailing expression, and keeps the AST for what the tokens leave in doubt (`UNKNOWN`: a line
-that starts with the soft keyword `match`, a carriage return, code the tokenizer rejects).
+same from the tokens: the runner compiles the source as it is when it does not end with an expression
+(the usual `result = ...`), and takes the AST path only for a trailing expression (rewriting the source
+instead would move that line's columns, and a traceback's marks with them) and for what the tokens
+leave in doubt (`UNKNOWN`: a line that starts with the soft keyword `match`, a carriage return, code
+the tokenizer rejects).
 """
 
 from __future__ import annotations

@@ -61,10 +61,17 @@ def test_a_syntax_error_reports_the_line(sandbox: Sandbox) -> None:
 
 
 def test_a_syntax_error_in_a_final_expression_reports_its_own_column(sandbox: Sandbox) -> None:
-    # The runner compiles a final expression as `<name> = <expression>`; an error is still reported
-    # where the code has it, not where the rewritten line has it.
     found = diagnostic(sandbox.run_sync("x = 1\n(yield 5)"), "SYNTAX_ERROR")
     assert (found["line"], found["column"]) == (2, 2), found
+
+
+def test_a_final_expression_keeps_its_own_columns_as_cpython_does(sandbox: Sandbox) -> None:
+    # Traceback marks (PEP 657) are drawn from these positions: the value's capture must not move them.
+    code = (
+        "import sys\ndef where():\n    frame = sys._getframe(1)\n"
+        "    return list(frame.f_code.co_positions())[frame.f_lasti // 2][2:]\nwhere()"
+    )
+    assert data_of(sandbox.run_sync(code)) == [0, 7]
 
 
 def test_a_final_expression_that_raises_reports_its_own_line(sandbox: Sandbox) -> None:
