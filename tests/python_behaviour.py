@@ -53,6 +53,57 @@ STRPTIME = (
 STRPTIME_RESULT = ["2024-03-01T12:30:00", 60]
 
 
+#: A run's value is `result`, else its trailing top-level expression statement, else null: code, value.
+#: The runner finds the trailing expression from the tokens (`codemode._trailing`), the AST when in doubt.
+TRAILING_EXPRESSION_CASES: list[tuple[str, object]] = [
+    ("x = 20\nx * 2 + 2", 42),
+    ("x = 1", None),
+    ("x = 3\nx", 3),
+    ("x = 3\nx  # a comment\n\n# another\n", 3),
+    ("def f():\n    return 5\nif True: f()", None),
+    ("def f():\n    return 5\nif False:\n    pass\nelse:\n    f()\n", None),
+    ("for i in range(3): i", None),
+    ("for i in range(3):\n    i\nelse:\n    7\n", None),
+    ("def d(f):\n    return f\n@d\ndef g():\n    return 1\n", None),
+    ('"""a docstring"""', "a docstring"),
+    ("x = 1; x + 1", 2),
+    ("x = 1; x + 1;", 2),
+    ("x = 1; y = x + 1", None),
+    ("x = 4\n(x +\n 1)", 5),
+    ("x = [\n  1,\n  2,\n]\nlen(\n  x\n)", 2),
+    ("x = '''\nx + 1\n'''", None),
+    ("x = '''\nlen('a')\n''' ; len(x)", 10),
+    ("import asyncio\nasync def f():\n    return 6\nawait f()", 6),
+    ("import asyncio\nasync def f():\n    return 6\nv = await f()", None),
+    ("x = 2\nmatch x:\n    case 2:\n        x + 1\n", None),
+    ("match = [8]\nmatch[0]", 8),
+    ("match = 8", None),
+    ("type X = int\nX.__name__", "X"),
+    ("type X = int", None),
+    ("x: int = 3", None),
+    ("x: int", None),
+    ("x = 3\nx += 1", None),
+    ("f = lambda a=1: a\nf()", 1),
+    ("(lambda a=1: a + 1)()", 2),
+    ("x = 5\nf'{x=}'", "x=5"),
+    ("x = 5\nf'{x:>3}'", "  5"),
+    ("é = 7\né", 7),
+    ("s = 'ü€😀'; len(s)", 3),
+    ("x = 1 \\\n    + 1\nx", 2),
+    ("x = 9\r\nx\r\n", 9),
+    ("x = 9\rx", 9),
+    ("import json", None),
+    ("pass", None),
+    ("", None),
+    ("# only a comment", None),
+    ("result = 'r'\n'last'", "r"),
+    ("try:\n    1\nexcept Exception:\n    2\n", None),
+    ("with open('/tmp/t', 'w') as f: f.write('ab')", None),
+    ("class C:\n    x = 1\nC.x", 1),
+    ("del_ = 3\ndel_", 3),
+]
+
+
 def documented_missing(section: str) -> list[str]:
     """The module names in the table that follows the line starting with `section` in docs/stdlib.md."""
     text = DOCS.read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ from tests.python_behaviour import (
     MAIN_MODULE_RESULT,
     STRPTIME,
     STRPTIME_RESULT,
+    TRAILING_EXPRESSION_CASES,
     documented_missing,
     stdlib_missing,
 )
@@ -120,3 +121,8 @@ def test_dates_and_times_in_a_result_come_back_as_iso_text(sandbox: Sandbox) -> 
     result = sandbox.run_sync(code)
     assert data_of(result) == ["2024-01-02", "2024-01-02T03:04:00", "05:06:00"]
     assert result["diagnostics"] == []
+
+
+def test_the_value_is_result_else_the_trailing_expression_statement(sandbox: Sandbox) -> None:
+    values = {code: data_of(sandbox.run_sync(code)) for code, _ in TRAILING_EXPRESSION_CASES}
+    assert values == dict(TRAILING_EXPRESSION_CASES)

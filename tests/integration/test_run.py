@@ -60,6 +60,41 @@ def test_a_syntax_error_reports_the_line(sandbox: Sandbox) -> None:
     assert found["line"] == 2 and found["hint"]
 
 
+def test_a_syntax_error_in_a_final_expression_reports_its_own_column(sandbox: Sandbox) -> None:
+    found = diagnostic(sandbox.run_sync("x = 1\n(yield 5)"), "SYNTAX_ERROR")
+    assert (found["line"], found["column"]) == (2, 2), found
+
+
+def test_a_final_expression_keeps_its_own_columns_as_cpython_does(sandbox: Sandbox) -> None:
+    # Traceback marks (PEP 657) are drawn from these positions: the value's capture must not move them.
+    code = (
+        "import sys\ndef where():\n    frame = sys._getframe(1)\n"
+        "    return list(frame.f_code.co_positions())[frame.f_lasti // 2][2:]\nwhere()"
+    )
+    assert data_of(sandbox.run_sync(code)) == [0, 7]
+
+
+def test_a_final_expression_that_raises_reports_its_own_line(sandbox: Sandbox) -> None:
+    found = diagnostic(sandbox.run_sync("x = 0\n1 / x  # divides"), "UNCAUGHT_EXCEPTION")
+    assert found["frames"][-1] == {"line": 2, "function": "<module>", "text": "1 / x  # divides"}
+
+
+def test_a_syntax_warning_is_printed_once(sandbox: Sandbox) -> None:
+    # The runner tokenizes the code before compiling it: the tokenizer's warnings must not show twice.
+    result = sandbox.run_sync("x = 1if 1 else 2\nx")
+    assert data_of(result) == 1
+    assert log_text(result).count("invalid decimal literal") == 1, log_text(result)
+
+
+def test_the_runner_reads_its_options_as_json_loads_does(sandbox: Sandbox) -> None:
+    # The runner reads the host's options with the JSON decoder's C scanner, json.loads as the fallback.
+    given = ['{"max_result_bytes": 5}', "", "nonsense", '{"a": }', ' {"a": 1} ', '{"a": 1} x', "[1]", '{"a": [1e999]}']
+    code = f"from codemode import _runner\nresult = [repr(_runner._options(s)) for s in {given!r}]"
+    assert data_of(sandbox.run_sync(code)) == [
+        "{'max_result_bytes': 5}", "{}", "{}", "{}", "{'a': 1}", "{}", "[1]", "{'a': [inf]}",
+    ]  # fmt: skip
+
+
 def test_an_uncaught_exception_reports_the_sandbox_frames(sandbox: Sandbox) -> None:
     code = "def inner():\n    return 1 / 0\n\ndef outer():\n    return inner()\n\nprint('before')\nouter()\n"
     result = sandbox.run_sync(code)

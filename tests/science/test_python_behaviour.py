@@ -13,6 +13,7 @@ from tests.python_behaviour import (
     MAIN_MODULE_RESULT,
     STRPTIME,
     STRPTIME_RESULT,
+    TRAILING_EXPRESSION_CASES,
     documented_missing,
     stdlib_missing,
 )
@@ -200,3 +201,8 @@ def test_a_run_sees_no_trace_of_the_turn_that_started_it_or_of_the_images_warm_u
         "          len([o for o in gc.get_objects() if isinstance(o, (pd.DataFrame, pd.Series))])]"
     )
     assert data_of(science.run_sync(code)) == [["<sandbox>"], [], 0]
+
+
+def test_the_value_is_result_else_the_trailing_expression_statement(science: Sandbox) -> None:
+    values = {code: data_of(science.run_sync(code)) for code, _ in TRAILING_EXPRESSION_CASES}
+    assert values == dict(TRAILING_EXPRESSION_CASES)
