@@ -44,7 +44,7 @@ def test_work_runs_on_a_guest_stack_thread_and_the_guest_needs_no_second_thread(
 def test_an_idle_thread_takes_the_next_work_and_ends_after_its_idle_time() -> None:
     pool = GuestThreads("test-guest-reuse", idle_s=5)
     first = _run(pool, threading.get_ident)
-    _until(lambda: pool._idle == 1)  # the thread has gone back to wait
+    _until(lambda: len(pool._idle) == 1)  # the thread has gone back to wait
     assert _run(pool, threading.get_ident) == first
     short = GuestThreads("test-guest-idle", idle_s=0.05)
     _run(short, threading.get_ident)
@@ -77,7 +77,7 @@ def test_at_most_max_idle_threads_wait_after_a_burst_and_failing_work_does_not_k
     for _ in range(5):
         assert started.acquire(timeout=10)
     _until(lambda: _alive("test-guest-burst") <= 2)
-    _until(lambda: pool._idle == _alive("test-guest-burst"))
+    _until(lambda: len(pool._idle) == _alive("test-guest-burst"))
     assert _run(pool, lambda: 7) == 7 and _alive("test-guest-burst") <= 2
 
 

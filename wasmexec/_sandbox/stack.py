@@ -25,7 +25,6 @@ idle thread would keep resident: its thread ends instead.
 from __future__ import annotations
 
 import contextvars
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -132,40 +131,49 @@ class GuestThreads:
         self._idle_s = idle_s
         self._max_idle = max_idle
         self._lock = threading.Lock()
-        self._work: queue.SimpleQueue[Callable[[], object]] = queue.SimpleQueue()
-        self._idle = 0  # threads that will take the next piece of work (under `_lock`)
+        # Idle threads, the last to finish on top: it takes the next piece (its stack pages are the warmest).
+        self._idle: list[_Worker] = []
 
     def submit(self, work: Callable[[], object]) -> None:
         """Runs `work` on an idle thread, or on a new one when none is idle; returns at once."""
         with self._lock:
-            if self._idle:
-                self._idle -= 1
-                self._work.put(work)
-                return
-        guest_thread(partial(self._serve, work), name=self._name)
+            worker = self._idle.pop() if self._idle else None
+        if worker is None:
+            worker = _Worker(work)
+            guest_thread(partial(self._serve, worker), name=self._name)
+            return
+        worker.work = work
+        worker.go.release()
 
-    def _serve(self, work: Callable[[], object]) -> None:
+    def _serve(self, worker: _Worker) -> None:
         while True:
+            work, worker.work = worker.work, None
             started = time.monotonic()
             try:
-                work()
+                if work is not None:
+                    work()
             except BaseException:  # the work reports its own outcome; the thread serves the next one
                 pass
             del work
             retire = time.monotonic() - started > RETIRE_AFTER_S
             with self._lock:
-                if retire or self._idle >= self._max_idle:
+                if retire or len(self._idle) >= self._max_idle:
                     return
-                self._idle += 1
-            try:
-                work = self._work.get(timeout=self._idle_s)
-            except queue.Empty:
+                self._idle.append(worker)
+            if not worker.go.acquire(timeout=self._idle_s):
                 with self._lock:
-                    try:  # work handed over as the wait ran out is still this thread's
-                        work = self._work.get_nowait()
-                    except queue.Empty:
-                        self._idle -= 1
+                    if worker in self._idle:  # nobody took it meanwhile: the thread ends
+                        self._idle.remove(worker)
                         return
+                worker.go.acquire()  # taken just as the wait ran out: its work is on the way
+
+
+class _Worker:
+    """One thread of a `GuestThreads`: the work handed to it and the signal that it is there."""
+
+    def __init__(self, work: Callable[[], object]) -> None:
+        self.work: Callable[[], object] | None = work
+        self.go = threading.Semaphore(0)
 
 
 #: The threads `on_guest_stack` hands calls to (runs and spares' warm-ups).
