@@ -12,8 +12,8 @@ samples of every cell, in alternating order), so load from other jobs falls on a
   5. ``wasmexec run -c "result = 1"`` as a whole process, p50 (``python -c pass`` for reference);
   6. ``run_python`` over stdio with the real ``mcp`` client, trivial code, 5 ms gaps, p50;
   7. CPU-bound time inside the code vs native CPython (bench_core's fib / json / regex), default
-     limits, ratio per workload and geomean;
-  8. live sandboxes per GiB: RSS growth per sleeping sandbox (default and science images).
+     limits (preemption on: the wall clock's epochs), no spare, ratio per workload and geomean;
+  8. live sandboxes per GiB: private-memory growth per sleeping sandbox (default and science images).
 
 Comparators, same workloads, same rounds: native CPython (a new process per fresh start, in
 process for the CPU workloads), Pyodide (a fresh interpreter per sample from its memory
@@ -222,12 +222,14 @@ def science_worker() -> int:
 
 
 def mib_per_live(run: Callable[[], Any], count: int) -> float:
-    """RSS growth of this process per sandbox while `count` runs of `run` sleep at once (bench_core's method)."""
+    """Private-memory growth of this process per sandbox while `count` runs of `run` sleep at once (bench_core's
+    method). Private, not VmRSS: VmRSS counts the image's clean pages, shared by every instance (and with the page
+    cache), once per instance that maps them (benchmarks/README.md, "Memory")."""
 
     time.sleep(0.2)  # let the previous runs' memory settle
-    before = bench_core.rss_mib()
+    before = bench_core.private_mib()
     with ThreadPoolExecutor(max_workers=count) as pool:
-        peak, _ = bench_core.peak_rss_during(lambda: list(pool.map(lambda _: run(), range(count))))
+        _, peak, _ = bench_core.peak_rss_during(lambda: list(pool.map(lambda _: run(), range(count))))
     return float(peak - before) / count
 
 
@@ -388,7 +390,9 @@ class Bench:
             "5", "wasmexec", settings.slow, one(lambda: time_process([bench_core.WASMEXEC_CLI, "run", "-c", CLI_CODE]))
         )
         self.add("5", "native", settings.slow, one(lambda: time_process([python, "-c", "pass"], clean_env())))
-        self.add_workloads("wasmexec", lambda code: float(bench_core.run_ok(self.spare, code)["data"]["seconds"]))
+        # Row 7 on the sandbox without spares: a spare made on the other core while the workload runs would slow
+        # it on this VM (its two vCPUs share execution resources), and time inside the code is not about starts.
+        self.add_workloads("wasmexec", lambda code: float(bench_core.run_ok(self.bare, code)["data"]["seconds"]))
         self.add_workloads("native", native_inside)
         self._add_pyodide()
         self._add_science()
@@ -471,14 +475,15 @@ class Bench:
         sleeper = Sandbox(Limits(), runtime=self.runtime, spares=0, max_concurrent_runs=count)
         memory["wasmexec default"] = mib_per_live(lambda: bench_core.run_ok(sleeper, SLEEP), count)
         sleeper.close()
-        status = subprocess.run(
-            [sys.executable, "-c", "print(open('/proc/self/status').read())"],
+        rollup = subprocess.run(
+            [sys.executable, "-c", "print(open('/proc/self/smaps_rollup').read())"],
             capture_output=True,
             text=True,
             check=True,
             env=clean_env(),
         ).stdout
-        memory["native process"] = int(status.split("VmRSS:")[1].split()[0]) / 1024
+        private_kib = sum(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("Private_"))
+        memory["native process"] = private_kib / 1024  # a bare CPython process's own memory
         for system, worker, key in (("pyodide", self.pyodide, "mib_per_interpreter"), ("science", self.science, None)):
             if worker is None:
                 continue
