@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from wasmexec import Limits, Runtime, Sandbox
+from wasmexec import Limits, Pooling, Runtime, Sandbox
 from wasmexec._cli.options import SCHEMA_CACHE_ENV
 
 if TYPE_CHECKING:
@@ -33,11 +33,20 @@ def _private_user_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pa
         yield home
 
 
+#: Set to a slot count, the session's runtimes run on wasmtime's pooling allocator (CI runs the security suite so).
+POOLING_ENV = "WASMEXEC_TEST_POOLING"
+
+
+def _pooling() -> Pooling | None:
+    slots = os.environ.get(POOLING_ENV)
+    return Pooling(int(slots)) if slots else None
+
+
 @pytest.fixture(scope="session")
 def runtime() -> Runtime:
     """The real guest, built and compiled once (cached across sessions in the user cache dir)."""
     cache_dir = os.environ.get("WASMEXEC_CACHE_DIR")
-    runtime = Runtime(Path(cache_dir) if cache_dir else None)
+    runtime = Runtime(Path(cache_dir) if cache_dir else None, pooling=_pooling())
     runtime.build()
     return runtime
 
@@ -51,7 +60,7 @@ def science_runtime() -> ScienceRuntime:
     from wasmexec._science.image import ScienceRuntime
 
     cache_dir = os.environ.get("WASMEXEC_CACHE_DIR")
-    science = ScienceRuntime(Path(cache_dir) if cache_dir else None, progress=print)
+    science = ScienceRuntime(Path(cache_dir) if cache_dir else None, progress=print, pooling=_pooling())
     science.build()  # both limit modes; a no-op once built (as `wasmexec build --profile science`)
     return science
 
