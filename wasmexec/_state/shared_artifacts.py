@@ -84,10 +84,7 @@ class SharedArtifactStore(ArtifactStore):
     def put(self, run_id: str, workspace: int | str | os.PathLike[str], artifacts: Sequence[Artifact],
             *, move: bool = False) -> list[StoredArtifact]:  # fmt: skip
         """Seals the files `artifacts` names into the run's directory (see `ArtifactStore.put`)."""
-        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-            raise ValueError(f"run_id must be 1-128 letters, digits, '-' or '_', got {run_id!r}")
-        total = sum(int(a["size"]) for a in artifacts)
-        if not artifacts or len(artifacts) > self.max_artifacts or total > self.max_bytes:
+        if not self._admits(run_id, artifacts):
             return []
         root_fd = workspace if isinstance(workspace, int) else safefs.open_root(workspace)
         staging = self.root / f".new-{run_id}.{secrets.token_hex(4)}"

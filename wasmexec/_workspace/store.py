@@ -104,6 +104,14 @@ class ArtifactStore:
         self._bytes = 0
 
     # -- writing ---------------------------------------------------------------------------
+    def _admits(self, run_id: str, artifacts: Sequence[Artifact]) -> bool:
+        """Whether a run's artifacts fit the count and byte bounds at all (a run that alone passes them is
+        not kept); a ValueError for a `run_id` that is not 1-128 letters, digits, ``-`` or ``_``."""
+        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+            raise ValueError(f"run_id must be 1-128 letters, digits, '-' or '_', got {run_id!r}")
+        total = sum(int(a["size"]) for a in artifacts)
+        return bool(artifacts) and len(artifacts) <= self.max_artifacts and total <= self.max_bytes
+
     def put(self, run_id: str, workspace: int | str | os.PathLike[str], artifacts: Sequence[Artifact],
             *, move: bool = False) -> list[StoredArtifact]:  # fmt: skip
         """Keeps the files `artifacts` names, read from `workspace` (a directory or its descriptor).
@@ -115,10 +123,7 @@ class ArtifactStore:
         Raises:
             ValueError: `run_id` is not 1-128 letters, digits, ``-`` or ``_``.
         """
-        if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-            raise ValueError(f"run_id must be 1-128 letters, digits, '-' or '_', got {run_id!r}")
-        total = sum(int(a["size"]) for a in artifacts)
-        if not artifacts or len(artifacts) > self.max_artifacts or total > self.max_bytes:
+        if not self._admits(run_id, artifacts):
             return []
         root_fd = workspace if isinstance(workspace, int) else safefs.open_root(workspace)
         target = Path(tempfile.mkdtemp(prefix=f"{run_id}.", dir=self._root()))
