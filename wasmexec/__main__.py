@@ -1,5 +1,5 @@
 import sys
 
-from wasmexec._cli.main import main
+from wasmexec._cli.entry import main
 
 sys.exit(main())

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from wasmexec._cli.entry import started
 from wasmexec._cli.options import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     warnings.showwarning = _show_warning
+    if args.command != "run":  # `run` says so itself once its sandbox is ready (command_run)
+        started()
     try:
         code = _dispatch(args)
         sys.stdout.flush()  # here, not at exit, where a closed pipe could only be reported

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from wasmexec._cli.entry import started
 from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
     EXIT_CODE_FAILED,
@@ -83,6 +84,7 @@ def command_run(args: argparse.Namespace) -> int:
         sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
                           skills=skills, profile=args.profile, spares=0)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
+        started()  # the process is set up: the garbage collector back on for the run (wasmexec._cli.entry)
         control = RunControl()
         try:
             with _ctrl_c_stops(control) as interrupted, _streamed(args.stream, redactor) as on_output:
