@@ -55,6 +55,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from wasmexec._sandbox.stack import guest_thread
+
 if TYPE_CHECKING:  # wasmtime is loaded when a spare is made, not when the CLI reads the bounds below
     from wasmexec._sandbox.guest import GuestRuntime
     from wasmexec._sandbox.instance import LiveInstance
@@ -388,8 +390,8 @@ class _Background:
 
     def _start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="wasmexec-spares", daemon=True)
-            self._thread.start()
+            # A guest-stack thread: a spare's warm-up runs on it in place, with no hand-off to another thread.
+            self._thread = guest_thread(self._work, name="wasmexec-spares")
         self._wake.notify()
 
     def _next(self, queue: deque[tuple[_Item, Hold | None, float]], now: float) -> _Item | None:
