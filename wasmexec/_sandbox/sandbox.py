@@ -22,7 +22,7 @@ from wasmexec._sandbox import registry
 from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import ImageRuntime
-from wasmexec._sandbox.spares import DEFAULT_SPARES, SpareKey, Spares
+from wasmexec._sandbox.spares import DEFAULT_SPARES, SpareKey, Spares, running
 from wasmexec._workspace.rundir_pool import default_pool
 from wasmexec._workspace.store import ArtifactStore
 from wasmexec._workspace.workspace import InputValue, RunWorkspace, check_inputs
@@ -369,7 +369,7 @@ class Sandbox:
         with self._running_lock:
             self._running += 1  # runs started and not yet ended, queued for a slot included
         try:
-            with self._slots:
+            with self._slots, running():  # counted while it holds a slot: `spares` weighs that against the cores
                 try:
                     spare = self.spares.take(spare_key, self._others_running()) if spare_key is not None else None
                     result, redactions = execute(self.runtime, code, state.limits, self.tools, self.redactor, state,
