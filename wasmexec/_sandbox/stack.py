@@ -81,6 +81,13 @@ def on_guest_stack(work: Callable[[], T]) -> T:
     return call.result()
 
 
+def start_on_guest_stack(work: Callable[[], object]) -> None:
+    """Starts ``work()`` on an idle guest thread (or a new one) in a copy of the caller's context, and returns
+    at once: for a caller that learns of the end by itself (an event loop, which must not block). `work`
+    must catch its own exceptions."""
+    _GUEST_THREADS.submit(partial(contextvars.copy_context().run, work))
+
+
 def main_thread_fits() -> bool:
     """Whether the process's main thread can hold a guest call on its own stack (decided once, see the module).
 
