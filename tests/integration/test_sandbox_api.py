@@ -67,6 +67,26 @@ def test_async_runs_execute_in_parallel_and_the_event_loop_stays_responsive(runt
     assert ticks >= 10  # the loop kept running while wasm ran on worker threads
 
 
+def test_an_async_run_goes_straight_to_a_guest_thread_and_its_exceptions_reach_the_task(runtime: Runtime) -> None:
+    # No worker thread between the loop and the guest thread (each hand-off is a wake-up).
+    threads: list[str] = []
+
+    class Watched(Sandbox):
+        def _execute(self, *args: Any, **kwargs: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return super()._execute(*args, **kwargs)
+
+    async def main() -> object:
+        async with Watched(runtime=runtime) as sandbox:
+            result = await sandbox.run("result = 3")
+            with pytest.raises(TypeError, match="files must be a mapping"):
+                await sandbox.run("1", files=["not", "a", "mapping"])  # type: ignore[arg-type]
+            return data_of(result)
+
+    assert anyio.run(main) == 3
+    assert threads == ["wasmexec-guest"]
+
+
 def test_cpu_bound_runs_on_two_threads_overlap(runtime: Runtime) -> None:
     sandbox = Sandbox(runtime=runtime)
     results: list[object] = []

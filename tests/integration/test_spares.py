@@ -363,3 +363,29 @@ def test_a_hold_never_released_lets_the_work_go_after_its_time(
     with spares_module.holding(spares_module.Hold()):  # a client that never reads its answer
         assert data_of(spared.run_sync("result = 4")) == 4
     assert spared.spares.wait_ready(key, 30)
+
+
+def test_a_core_is_free_for_a_spare_only_while_this_process_leaves_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counted from this process's runs in progress, not from the load average: other processes' work
+    # must not stop spares coming, and runs of this process filling the cores must.
+    from wasmexec._sandbox import spares as spares_module
+
+    monkeypatch.setattr(spares_module, "_CORES", 2)
+    monkeypatch.setattr(spares_module.os, "getloadavg", lambda: (64.0, 64.0, 64.0), raising=False)
+    assert spares_module._core_free()
+    with spares_module.running():
+        assert spares_module._core_free()  # one run on two cores: the spare has the other
+        with spares_module.running():
+            assert not spares_module._core_free()
+        assert spares_module._core_free()
+    assert spares_module._runs_in_progress == 0
+
+
+def test_a_run_counts_as_in_progress_while_it_holds_a_slot(runtime: Runtime) -> None:
+    from wasmexec._sandbox import spares as spares_module
+
+    seen: list[int] = []
+    with Sandbox(LIMITS, runtime=runtime, spares=0) as sandbox:
+        sandbox.run_sync("print('x')", on_output=lambda level, text: seen.append(spares_module._runs_in_progress))
+    assert seen and seen[0] >= 1
+    assert spares_module._runs_in_progress == 0

@@ -60,8 +60,10 @@ class EpochTicker:
         while True:
             self._wake.wait()
             while self._active > 0:
-                self._engine.increment_epoch()
+                # Sleep first: a run's first check comes a tick after it started, so a short run sees no
+                # callback and the woken ticker takes nothing from it (the GIL, a core) as it starts.
                 time.sleep(interval)
+                self._engine.increment_epoch()
             with self._lock:
                 if self._active == 0:
                     self._wake.clear()

@@ -19,8 +19,10 @@ The policy (measured with `benchmarks/bench_spares.py`; numbers in benchmarks/RE
   (up to the sandbox's `count`, the operator's ceiling) while runs keep finding none ready, fewer
   again while they leave spares unused; for at most `MAX_KEYS` kinds (the least recently used
   kind's spares are dropped);
-- on a saturated machine (no core left idle by the load average) and runs too fast for a spare
-  to be ready in time, three refills in four are skipped, as are all while other runs of the
+- with no core left free by this process's runs in progress (`running`, counted against the cores
+  the process may use; the load average lagged a minute behind and counted other processes' work,
+  so spares stopped coming on a machine busy with other jobs) and runs too fast for a spare to be
+  ready in time, three refills in four are skipped, as are all while other runs of the
   sandbox are still going: the spare would take CPU from them (measured: parallel runs lost a
   quarter of their throughput); the run that ends last orders it;
 - a spare whose warm-up failed is discarded; all are closed before the interpreter exits
@@ -54,6 +56,8 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
+
+from wasmexec._sandbox.stack import guest_thread
 
 if TYPE_CHECKING:  # wasmtime is loaded when a spare is made, not when the CLI reads the bounds below
     from wasmexec._sandbox.guest import GuestRuntime
@@ -328,13 +332,38 @@ class Spares:
             self._pool.release(run_dir)  # removed, never handed to another run
 
 
-def _core_free() -> bool:
-    """Whether a core is likely idle (the 1-minute load average leaves one): only then does a spare made
-    alongside the runs not slow them down."""
+#: Runs of this process in progress, on any sandbox (`running`).
+_runs_in_progress = 0
+_runs_lock = threading.Lock()
+
+
+def _usable_cores() -> int:
     try:
-        return os.getloadavg()[0] + 1 <= (os.cpu_count() or 1)
-    except OSError:
-        return True
+        return len(os.sched_getaffinity(0))  # a container's or taskset's cores, not the machine's
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+_CORES = _usable_cores()
+
+
+@contextmanager
+def running() -> Iterator[None]:
+    """Counts a run as in progress while inside (from before it takes a spare until after it orders the next)."""
+    global _runs_in_progress
+    with _runs_lock:
+        _runs_in_progress += 1
+    try:
+        yield
+    finally:
+        with _runs_lock:
+            _runs_in_progress -= 1
+
+
+def _core_free() -> bool:
+    """Whether a core is left for making a spare beside this process's runs in progress: only then does a
+    spare made alongside them not slow them down. (A run asking at take time counts itself.)"""
+    return _runs_in_progress + 1 <= _CORES
 
 
 def _smoothed(average: float | None, sample: float) -> float:
@@ -388,8 +417,8 @@ class _Background:
 
     def _start(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="wasmexec-spares", daemon=True)
-            self._thread.start()
+            # A guest-stack thread: a spare's warm-up runs on it in place, with no hand-off to another thread.
+            self._thread = guest_thread(self._work, name="wasmexec-spares")
         self._wake.notify()
 
     def _next(self, queue: deque[tuple[_Item, Hold | None, float]], now: float) -> _Item | None:

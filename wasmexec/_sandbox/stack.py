@@ -12,6 +12,11 @@ CPython (numbers in docs/stdlib.md).
 So every call into a guest goes through `on_guest_stack`: on a thread of ours with a
 `THREAD_STACK_BYTES` stack (wasm on top of the host frames below it, host calls on top of
 the wasm). Such a thread's stack is virtual memory, touched only as deep as a run goes.
+The process's main thread runs calls itself when its stack can grow that far (`main_thread_fits`:
+Linux grows it on demand up to the stack rlimit, which is raised to fit when the hard limit
+allows, and the address space below it must be free): handing a call to another thread and back
+costs two wake-ups, 0.1–0.3 ms each on an idle VM, more than a trivial run on a spare. Like a
+kept guest thread, the main thread then keeps the stack pages a deep run touched.
 
 The threads are kept for the next call (`GuestThreads`: up to `MAX_IDLE_THREADS` idle for
 `on_guest_stack`; a server's run threads are another such pool): starting one costs about
@@ -25,6 +30,8 @@ idle thread would keep resident: its thread ends instead.
 from __future__ import annotations
 
 import contextvars
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,23 +56,91 @@ MAX_IDLE_RUN_THREADS = 2
 
 T = TypeVar("T")
 
+#: Kept free below the main thread's stack by the kernel (``stack_guard_gap``, 256 pages) and by us (slack).
+_BELOW_MAIN_STACK_BYTES = 8 << 20
+
 _local = threading.local()
 _stack_size_lock = threading.Lock()
+_main = threading.main_thread()
+_main_fits: bool | None = None
 
 
 def on_guest_stack(work: Callable[[], T]) -> T:
     """Returns ``work()``, run on a thread whose stack holds `WASM_STACK_BYTES` of wasm.
 
-    On such a thread already: runs it here. Otherwise on an idle guest thread, or a new one
-    (see the module), which the caller waits for, in a copy of the caller's context (its context
-    variables, e.g. a `spares.holding`); an exception of `work` is re-raised here.
+    On such a thread already (a guest thread, or the main thread when it fits: `main_thread_fits`):
+    runs it here. Otherwise on an idle guest thread, or a new one (see the module), which the caller
+    waits for, in a copy of the caller's context (its context variables, e.g. a `spares.holding`); an
+    exception of `work` is re-raised here.
     """
-    if getattr(_local, "deep", False):
+    if getattr(_local, "deep", False) or (threading.current_thread() is _main and main_thread_fits()):
         return work()
     call = _Call(partial(contextvars.copy_context().run, work))  # in the caller's context, as if run here
     _GUEST_THREADS.submit(call.run)  # an interrupt while waiting leaves the thread to finish alone
     call.done.acquire()
     return call.result()
+
+
+def start_on_guest_stack(work: Callable[[], object]) -> None:
+    """Starts ``work()`` on an idle guest thread (or a new one) in a copy of the caller's context, and returns
+    at once: for a caller that learns of the end by itself (an event loop, which must not block). `work`
+    must catch its own exceptions."""
+    _GUEST_THREADS.submit(partial(contextvars.copy_context().run, work))
+
+
+def main_thread_fits() -> bool:
+    """Whether the process's main thread can hold a guest call on its own stack (decided once, see the module).
+
+    It must be the process's first thread (its stack is the ``[stack]`` mapping that grows on demand),
+    the address space below that mapping must be free for `THREAD_STACK_BYTES` more, and the soft stack
+    rlimit must allow it: raised to fit if it does not (children inherit the raised soft limit).
+    """
+    global _main_fits
+    if _main_fits is None:
+        with _stack_size_lock:
+            if _main_fits is None:
+                _main_fits = _grow_main_stack()
+    return _main_fits
+
+
+def _grow_main_stack() -> bool:
+    if not sys.platform.startswith("linux") or threading.current_thread() is not _main:
+        return False
+    try:
+        if threading.get_native_id() != os.getpid():  # an embedded interpreter's "main" thread: not the first
+            return False
+        mapped = _main_stack_mapping()
+        if mapped is None:
+            return False
+        top, bottom, below = mapped
+        need = top - bottom + THREAD_STACK_BYTES  # what it uses now, and a guest thread's whole stack
+        if top - below < need + _BELOW_MAIN_STACK_BYTES:
+            return False
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        if soft == resource.RLIM_INFINITY or soft >= need:
+            return True
+        if hard != resource.RLIM_INFINITY and hard < need:
+            return False
+        resource.setrlimit(resource.RLIMIT_STACK, (need, hard))
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _main_stack_mapping() -> tuple[int, int, int] | None:
+    """The main thread's stack mapping as (top, bottom) and where the nearest mapping below it ends."""
+    below = 0
+    with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+        for line in maps:
+            start_text, _, rest = line.partition("-")
+            end_text = rest.split(" ", 1)[0]
+            start, end = int(start_text, 16), int(end_text, 16)
+            if line.rstrip().endswith("[stack]"):
+                return end, start, below
+            below = end  # the file lists mappings in address order
+    return None
 
 
 class _Call(Generic[T]):
