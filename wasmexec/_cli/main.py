@@ -17,7 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from wasmexec._cli.entry import started
 from wasmexec._cli.options import (
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
@@ -33,6 +32,7 @@ from wasmexec._cli.options import (
     user_profile_from_args,
 )
 from wasmexec._cli.parser import CommandParser
+from wasmexec._cli.startup_gc import started
 from wasmexec._version import __version__
 
 

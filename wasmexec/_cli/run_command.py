@@ -21,7 +21,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from wasmexec._cli.entry import started
 from wasmexec._cli.options import (
     ENVIRONMENT_HELP,
     EXIT_CODE_FAILED,
@@ -38,6 +37,7 @@ from wasmexec._cli.options import (
     runtime_from_args,
     skills_from_args,
 )
+from wasmexec._cli.startup_gc import started
 
 if TYPE_CHECKING:
     from wasmexec._envelope import RunResult
@@ -84,7 +84,7 @@ def command_run(args: argparse.Namespace) -> int:
         sandbox = Sandbox(limits, runtime=runtime_from_args(args), tools=tools, redactor=redactor, audit=audit,
                           skills=skills, profile=args.profile, spares=0)  # fmt: skip
         sandbox.prepare()  # a build or load is not the run: Ctrl-C there just exits
-        started()  # the process is set up: the garbage collector back on for the run (wasmexec._cli.entry)
+        started()  # the process is set up: the garbage collector back on for the run (wasmexec._cli.startup_gc)
         control = RunControl()
         try:
             with _ctrl_c_stops(control) as interrupted, _streamed(args.stream, redactor) as on_output:
