@@ -106,6 +106,8 @@ CONNECT_TIMEOUT_S = 30.0
 LIMIT_ARGUMENTS = ("timeout_ms", "memory_mb", "max_tool_calls", "max_llm_calls", "max_llm_tokens")
 
 Context = ServerRequestContext[Any, Any]
+#: The capability a client needs for approvals by elicitation (made once: a model built per call costs 5 µs).
+_ELICITATION = ClientCapabilities(elicitation=ElicitationCapability())
 
 
 @dataclass(frozen=True)
@@ -326,7 +328,7 @@ class RunPythonServer:
             except SessionError as exc:  # busy, or the server's caps: the call may work later
                 return CallToolResult(content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True)
             try:
-                can_ask = ctx.session.check_client_capability(ClientCapabilities(elicitation=ElicitationCapability()))
+                can_ask = ctx.session.check_client_capability(_ELICITATION)
                 can_sample = sampling.client_can_sample(ctx)
                 if journal is None and (can_ask or can_sample) and ctx.protocol_version.startswith("2026"):
                     journal = Journal()  # approvals and questions to the client's model pause by replay
