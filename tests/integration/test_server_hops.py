@@ -1,16 +1,18 @@
 """The server's own path stays short: a regression guard that counts work instead of timing it.
 
 A trivial `run_python` call without a session is measured by what it makes the process do:
-threads started, hops to anyio worker threads, arguments run through the JSON Schema validator, audit
-lines, files written under the state directory (sessions and artifacts: none), artifact owners recorded,
-serialisations of the input schema, and whether the work a run orders as it ends waits for its answer
-(`spares.Hold`). Each thread start or hop costs a GIL hand-off on a busy machine (0.1–0.5 ms each on the
-2-core CI machine), which wall-clock tests could never pin down.
+threads started, hops to anyio worker threads, task groups opened, arguments run through the JSON Schema
+validator, audit lines, files written under the state directory (sessions and artifacts: none), artifact
+owners recorded, serialisations of the input schema, and whether the work a run orders as it ends waits
+for its answer (`spares.Hold`). Each thread start or hop costs a GIL hand-off on a busy machine (0.1–0.5 ms
+each on the 2-core CI machine), and each turn of the event loop a pass through its selector, which
+wall-clock tests could never pin down.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 import pytest
 from mcp import Client
@@ -45,6 +48,8 @@ class _Counts:
         """Owners recorded in the shared artifact store (a stat and maybe a write in the state dir each)."""
         self.schema_dumps = 0
         self.validations = 0
+        self.task_groups = 0
+        """Task groups the server opened (one made and cancelled per call cost the loop two more turns)."""
         """Arguments checked by the JSON Schema validator (a code-only call needs none: `_code_only_check`)."""
         self.order: list[str] = []
         """"answer" as each result is built, "release" as a run's `spares.Hold` is released."""
@@ -57,7 +62,7 @@ class _Counts:
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
     counts = _Counts()
-    start, run_sync = threading.Thread.start, anyio.to_thread.run_sync
+    start, run_sync, task_group = threading.Thread.start, anyio.to_thread.run_sync, anyio.create_task_group
 
     def counted_start(thread: threading.Thread) -> None:
         if counts.counting:
@@ -69,10 +74,16 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
             counts.hops[getattr(function, "__qualname__", repr(function))] += 1
         return await run_sync(function, *args, **kwargs)
 
+    def counted_task_group() -> anyio.abc.TaskGroup:
+        if counts.counting and "/wasmexec/" in sys._getframe(1).f_code.co_filename:
+            counts.task_groups += 1
+        return task_group()
+
     # A slow machine must not make a trivial run look long enough to retire its thread (tested on its own).
     monkeypatch.setattr("wasmexec._sandbox.stack.RETIRE_AFTER_S", 60.0)
     monkeypatch.setattr(threading.Thread, "start", counted_start)
     monkeypatch.setattr(anyio.to_thread, "run_sync", counted_run_sync)
+    monkeypatch.setattr(anyio, "create_task_group", counted_task_group)
     yield counts
 
 
@@ -159,6 +170,8 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     assert on_the_path.total() <= 2, counts.threads
     # The event loop waits for the run without parking a worker thread, and builds the result itself.
     assert counts.hops == Counter(), counts.hops
+    # A run that asks its client nothing is awaited without a task group for questions (none opened at all).
+    assert counts.task_groups == 0
     # No artifacts: no owner to record (a stat of the state dir on the event loop per call).
     assert counts.owners == 0
     # What a run orders as it ends (its Store's close, its spare) waits for its answer: held until the result

@@ -485,8 +485,10 @@ class RunPythonServer:
         self, ctx: Context, run: ServerRun, report: Callable[[str], None]
     ) -> Done | InputRequiredResult:
         """Waits for the run's events; asks for approvals and samples the way the client's era allows."""
+        event = await run.next_event(report)
+        if isinstance(event, Done):  # most runs ask nothing: no task group to open and cancel (two loop turns)
+            return event
         async with anyio.create_task_group() as asking:  # 2025 era: sampling requests go out in parallel
-            event = await run.next_event(report)
             while not isinstance(event, Done):
                 if isinstance(event, Approval | Asked) and event.snapshot is not None:  # 2026 era
                     answer = self._input_required(ctx, run, event)
