@@ -1,16 +1,18 @@
 """The server's own path stays short: a regression guard that counts work instead of timing it.
 
 A trivial `run_python` call without a session is measured by what it makes the process do:
-threads started, hops to anyio worker threads, audit lines, files written under the state
-directory (sessions and artifacts: none), artifact owners recorded, serialisations of the input schema,
-and whether the work a run orders as it ends waits for its answer (`spares.Hold`). Each thread start
-or hop costs a GIL hand-off on a busy machine (0.1–0.5 ms each on the 2-core CI machine), which
+threads started, hops to anyio worker threads, task groups opened, arguments run through the JSON Schema
+validator, audit lines, files written under the state directory (sessions and artifacts: none), artifact
+owners recorded, serialisations of the input schema, and whether the work a run orders as it ends waits
+for its answer (`spares.Hold`). Each thread start or hop costs a GIL hand-off on a busy machine (0.1–0.5 ms
+each on the 2-core CI machine), and each turn of the event loop a pass through its selector, which
 wall-clock tests could never pin down.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.to_thread
 import pytest
 from mcp import Client
@@ -44,6 +47,10 @@ class _Counts:
         self.owners = 0
         """Owners recorded in the shared artifact store (a stat and maybe a write in the state dir each)."""
         self.schema_dumps = 0
+        self.validations = 0
+        self.task_groups = 0
+        """Task groups the server opened (one made and cancelled per call cost the loop two more turns)."""
+        """Arguments checked by the JSON Schema validator (a code-only call needs none: `_code_only_check`)."""
         self.order: list[str] = []
         """"answer" as each result is built, "release" as a run's `spares.Hold` is released."""
         self.held_closes: list[bool] = []
@@ -55,7 +62,7 @@ class _Counts:
 @pytest.fixture
 def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
     counts = _Counts()
-    start, run_sync = threading.Thread.start, anyio.to_thread.run_sync
+    start, run_sync, task_group = threading.Thread.start, anyio.to_thread.run_sync, anyio.create_task_group
 
     def counted_start(thread: threading.Thread) -> None:
         if counts.counting:
@@ -67,10 +74,16 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Counts]:
             counts.hops[getattr(function, "__qualname__", repr(function))] += 1
         return await run_sync(function, *args, **kwargs)
 
+    def counted_task_group() -> anyio.abc.TaskGroup:
+        if counts.counting and "/wasmexec/" in sys._getframe(1).f_code.co_filename:
+            counts.task_groups += 1
+        return task_group()
+
     # A slow machine must not make a trivial run look long enough to retire its thread (tested on its own).
     monkeypatch.setattr("wasmexec._sandbox.stack.RETIRE_AFTER_S", 60.0)
     monkeypatch.setattr(threading.Thread, "start", counted_start)
     monkeypatch.setattr(anyio.to_thread, "run_sync", counted_run_sync)
+    monkeypatch.setattr(anyio, "create_task_group", counted_task_group)
     yield counts
 
 
@@ -89,7 +102,7 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     sandbox.prepare()
     options = ServeOptions(limits=Limits(timeout_ms=10_000), sessions_dir=state.sessions, state=state)
     server = RunPythonServer(sandbox, options)
-    set_owner, dumps = SharedArtifactStore.set_owner, json.dumps
+    set_owner, dumps, argument_errors = SharedArtifactStore.set_owner, json.dumps, server._argument_errors
 
     def counted_set_owner(store: SharedArtifactStore, run_id: str, caller: str | None) -> None:
         counts.owners += counts.counting
@@ -98,6 +111,10 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     def counted_dumps(value: Any, *args: Any, **kwargs: Any) -> str:
         counts.schema_dumps += counts.counting and value is server.input_schema
         return dumps(value, *args, **kwargs)
+
+    def counted_argument_errors(arguments: dict[str, Any]) -> list[dict[str, str]]:
+        counts.validations += counts.counting
+        return argument_errors(arguments)
 
     close, release, tool_result = spares._background.close, spares.Hold.release, server._tool_result
 
@@ -122,6 +139,7 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     monkeypatch.setattr(server, "_tool_result", recorded_tool_result)
     monkeypatch.setattr(SharedArtifactStore, "set_owner", counted_set_owner)
     monkeypatch.setattr(json, "dumps", counted_dumps)
+    monkeypatch.setattr(server, "_argument_errors", counted_argument_errors)
 
     async def main() -> list[Any]:
         results = []
@@ -152,13 +170,17 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     assert on_the_path.total() <= 2, counts.threads
     # The event loop waits for the run without parking a worker thread, and builds the result itself.
     assert counts.hops == Counter(), counts.hops
+    # A run that asks its client nothing is awaited without a task group for questions (none opened at all).
+    assert counts.task_groups == 0
     # No artifacts: no owner to record (a stat of the state dir on the event loop per call).
     assert counts.owners == 0
     # What a run orders as it ends (its Store's close, its spare) waits for its answer: held until the result
     # is built (and, over a stdio pipe, written: test_stdio.py); the hold itself is tested in test_spares.py.
     assert counts.held_closes == [True] * COUNTED_CALLS
     assert counts.order == ["answer", "release"] * COUNTED_CALLS
-    # The arguments are still checked against the schema, by a validator made once (tested in test_server.py).
+    # Arguments of only `code` are checked without the validator (the same answer: test_run_python_schema.py);
+    # others by a validator made once (tested in test_server.py), never re-serialising the schema.
+    assert counts.validations == 0
     assert counts.schema_dumps == 0
     lines = (tmp_path / "audit.jsonl").read_text().splitlines()
     assert len(lines) == WARM_UP_CALLS + COUNTED_CALLS  # every run still writes its audit line, one each

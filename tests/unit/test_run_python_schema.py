@@ -1,11 +1,17 @@
-"""The run_python input schema: the session handle is routable over 2026-era HTTP and keeps the tool listed."""
+"""The run_python input schema: the session handle is routable over 2026-era HTTP and keeps the tool listed;
+the server's quick check of code-only calls says what the schema says."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from mcp.shared.inbound import find_invalid_x_mcp_header
 
 from wasmexec import Limits
 from wasmexec._server.description import DESCRIPTION, MAX_INPUT_BYTES, input_schema
+from wasmexec._server.server import _code_only_check
+from wasmexec._tools.validation import schema_checker
 
 
 def test_the_session_id_header_annotation_is_valid_so_2026_clients_keep_the_tool() -> None:
@@ -28,3 +34,37 @@ def test_the_files_argument_states_its_total_size_and_the_description_explains_f
     assert files["items"]["required"] == ["path"] and files["items"]["additionalProperties"] is False
     for word in ("/workspace", "artifacts", "session_id", "skills."):
         assert word in DESCRIPTION
+
+
+CODE_ONLY_CASES = [
+    {"code": "result = 1"},
+    {"code": ""},
+    {"code": "é" * 10},
+    {"code": 1},
+    {"code": None},
+    {"code": ["result = 1"]},
+    {"code": "x" * 1025},
+    {"code": "x" * 1024},
+    {"code": "x", "timeout_ms": 5},
+    {"code": "x", "unknown": 1},
+    {"timeout_ms": 5},
+    {},
+]
+
+
+@pytest.mark.parametrize("arguments", CODE_ONLY_CASES, ids=repr)
+def test_the_servers_quick_check_of_code_only_arguments_agrees_with_the_schema(arguments: dict[str, Any]) -> None:
+    schema = input_schema(Limits())
+    schema["properties"]["code"]["maxLength"] = 1024  # a bound these cases reach
+    fits, errors = _code_only_check(schema), schema_checker(schema)
+    # It may only say yes where the validator finds nothing; it says yes to every valid code-only call.
+    assert fits(arguments) == (set(arguments) == {"code"} and not errors(arguments))
+
+
+def test_a_code_schema_the_quick_check_does_not_know_sends_every_call_to_the_validator() -> None:
+    schema = input_schema(Limits())
+    schema["properties"]["code"]["pattern"] = "^import"
+    assert not _code_only_check(schema)({"code": "result = 1"})
+    schema = input_schema(Limits())
+    schema["minProperties"] = 2
+    assert not _code_only_check(schema)({"code": "result = 1"})

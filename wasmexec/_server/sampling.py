@@ -79,7 +79,11 @@ def replies(count: int, responses: dict[str, Any]) -> list[dict[str, Any] | Host
 
 def client_can_sample(ctx: ServerRequestContext[Any, Any]) -> bool:
     """Whether the client that sent this request declared the sampling capability (both eras)."""
-    return ctx.session.check_client_capability(ClientCapabilities(sampling=SamplingCapability()))
+    return ctx.session.check_client_capability(_SAMPLING)
+
+
+#: The capability `client_can_sample` asks for (made once: it is asked on every call).
+_SAMPLING = ClientCapabilities(sampling=SamplingCapability())
 
 
 def create_message_request(request: dict[str, Any]) -> CreateMessageRequest:
