@@ -28,7 +28,6 @@ from mcp import Client
 from wasmexec import Limits, Runtime
 from wasmexec._audit import AuditLog
 from wasmexec._sandbox import spares
-from wasmexec._sandbox.instance import LiveInstance
 from wasmexec._sandbox.sandbox import Sandbox
 from wasmexec._server.server import RunPythonServer, ServeOptions
 from wasmexec._state.directory import StateDir
@@ -116,12 +115,12 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
         counts.validations += counts.counting
         return argument_errors(arguments)
 
-    close, release, tool_result = spares._background.close, spares.Hold.release, server._tool_result
+    later, release, tool_result = spares._background.later, spares.Hold.release, server._tool_result
 
-    def recorded_close(live: LiveInstance, hold: spares.Hold | None = None) -> bool:
+    def recorded_later(close: Callable[[], None], hold: spares.Hold | None = None) -> bool:
         if counts.counting:
             counts.held_closes.append(hold is not None)
-        return close(live, hold)
+        return later(close, hold)
 
     def recorded_release(hold: spares.Hold) -> None:
         if counts.counting:
@@ -134,7 +133,7 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
             counts.order.append("answer")
         return answer
 
-    monkeypatch.setattr(spares._background, "close", recorded_close)
+    monkeypatch.setattr(spares._background, "later", recorded_later)
     monkeypatch.setattr(spares.Hold, "release", recorded_release)
     monkeypatch.setattr(server, "_tool_result", recorded_tool_result)
     monkeypatch.setattr(SharedArtifactStore, "set_owner", counted_set_owner)
@@ -174,9 +173,10 @@ def test_a_trivial_call_without_a_session_starts_one_thread_hops_nowhere_and_wri
     assert counts.task_groups == 0
     # No artifacts: no owner to record (a stat of the state dir on the event loop per call).
     assert counts.owners == 0
-    # What a run orders as it ends (its Store's close, its spare) waits for its answer: held until the result
-    # is built (and, over a stdio pipe, written: test_stdio.py); the hold itself is tested in test_spares.py.
-    assert counts.held_closes == [True] * COUNTED_CALLS
+    # What a run orders as it ends (its Store's close, its workspace's removal, its spare) waits for its answer:
+    # held until the result is built (and, over a stdio pipe, written: test_stdio.py); the hold itself is tested
+    # in test_spares.py.
+    assert counts.held_closes == [True, True] * COUNTED_CALLS
     assert counts.order == ["answer", "release"] * COUNTED_CALLS
     # Arguments of only `code` are checked without the validator (the same answer: test_run_python_schema.py);
     # others by a validator made once (tested in test_server.py), never re-serialising the schema.

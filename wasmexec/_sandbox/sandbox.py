@@ -23,7 +23,7 @@ from wasmexec._sandbox import registry
 from wasmexec._sandbox.result import host_error_result
 from wasmexec._sandbox.run import execute
 from wasmexec._sandbox.runtime import ImageRuntime
-from wasmexec._sandbox.spares import DEFAULT_SPARES, SpareKey, Spares, running
+from wasmexec._sandbox.spares import DEFAULT_SPARES, SpareKey, Spares, after_answer, running
 from wasmexec._sandbox.stack import start_on_guest_stack
 from wasmexec._workspace.rundir_pool import default_pool
 from wasmexec._workspace.store import ArtifactStore
@@ -390,8 +390,8 @@ class Sandbox:
                         self.artifacts.put(state.run_id, workspace.root_fd, result["artifacts"],
                                            move=workspace.in_place is None)  # fmt: skip
                 finally:
-                    if workspace is not None:
-                        workspace.release()
+                    if workspace is not None:  # its directory's removal must not compete with sending the answer
+                        after_answer(workspace.release)
         except BaseException as exc:  # the run raised (an interrupt, a guest that cannot load): audit it anyway
             result = host_error_result(state, exc)
             raise

@@ -32,7 +32,7 @@ The same background thread closes used Stores (`close_later`), before it makes a
 Store's close (0.3 ms) is then off the run's path.
 
 A caller that answers someone with the run's result (the MCP server) runs it under a `Hold`: what the
-run orders as it ends (its Store's close, its refill) waits until the caller releases the hold once the
+run orders as it ends (its Store's close, its workspace's removal: `after_answer`, its refill) waits until the caller releases the hold once the
 answer is out, so that work does not take the cores and the GIL from sending it (measured with the server
 over stdio at 5 ms gaps: p50 6.5 → 4.4 ms). A hold never keeps work back longer than `MAX_HOLD_S`,
 released or not; a spare ordered at take (to overlap the run) is never held.
@@ -376,8 +376,16 @@ def close_later(live: LiveInstance) -> None:
     The run has unbound it (`LiveInstance.stop`): nothing it does now reaches the run. While the
     interpreter exits the caller closes it itself.
     """
-    if not _background.close(live, _hold.get()):
+    if not _background.later(live.close, _hold.get()):
         live.close()
+
+
+def after_answer(cleanup: Callable[[], None]) -> None:
+    """Runs a run's `cleanup` (its workspace's release) on the background thread once the run's `Hold` is
+    released, so it takes neither a core nor the GIL from sending the answer; here and now without a hold."""
+    hold = _hold.get()
+    if hold is None or not _background.later(cleanup, hold):
+        cleanup()
 
 
 _Item = TypeVar("_Item")
@@ -388,7 +396,7 @@ class _Background:
 
     def __init__(self) -> None:
         # Each with the hold it waits for (None: none) and when it was queued (`time.monotonic`).
-        self._closes: deque[tuple[LiveInstance, Hold | None, float]] = deque()
+        self._closes: deque[tuple[Callable[[], None], Hold | None, float]] = deque()
         self._makes: deque[tuple[tuple[weakref.ref[Spares], SpareKey], Hold | None, float]] = deque()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -401,12 +409,13 @@ class _Background:
             self._makes.append(((weakref.ref(spares), key), hold, time.monotonic()))
             self._start()
 
-    def close(self, live: LiveInstance, hold: Hold | None = None) -> bool:
-        """Queues `live` to be closed; False when the thread has stopped (the interpreter is exiting)."""
+    def later(self, close: Callable[[], None], hold: Hold | None = None) -> bool:
+        """Queues `close` (a used instance's, a workspace's release); False when the thread has stopped (the
+        interpreter is exiting)."""
         with self._wake:
             if self._stopped:
                 return False
-            self._closes.append((live, hold, time.monotonic()))
+            self._closes.append((close, hold, time.monotonic()))
             self._start()
             return True
 
@@ -434,18 +443,21 @@ class _Background:
             with self._wake:
                 while True:
                     now = time.monotonic()
-                    live = self._next(self._closes, now)
-                    item = None if live is not None or self._stopped else self._next(self._makes, now)
-                    if live is not None or item is not None or (self._stopped and not self._closes):
+                    close = self._next(self._closes, now)
+                    item = None if close is not None or self._stopped else self._next(self._makes, now)
+                    if close is not None or item is not None or (self._stopped and not self._closes):
                         break
                     held = [queued for queue in (self._closes, self._makes) for _, _, queued in queue]
                     # Until the oldest held item's time is up (a release wakes it sooner), or until work comes.
                     self._wake.wait(max(0.0, min(held) + MAX_HOLD_S - now) if held else None)
-                if live is None and item is None:
+                if close is None and item is None:
                     return  # stopped, and every close done
-            if live is not None:
-                live.close()
-                del live
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # one failed clean-up (a full disk) must not end the thread
+                    pass
+                del close
                 continue
             assert item is not None
             spares = item[0]()
