@@ -352,6 +352,34 @@ def test_what_a_held_run_orders_as_it_ends_waits_for_the_release(
     assert set(closes.threads) == {"wasmexec-spares"}
 
 
+def test_a_held_runs_workspace_is_released_only_after_the_hold_and_on_the_spares_thread(
+    spared: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from wasmexec._sandbox import spares as spares_module
+    from wasmexec._workspace.rundir_pool import RunDirPool
+
+    monkeypatch.setattr(spares_module, "MAX_HOLD_S", 60.0)
+    released: list[str] = []
+    done = threading.Event()
+    release = RunDirPool.release
+
+    def recorded(pool: RunDirPool, *args: Any, **kwargs: Any) -> None:
+        released.append(threading.current_thread().name)
+        release(pool, *args, **kwargs)
+        done.set()
+
+    monkeypatch.setattr(RunDirPool, "release", recorded)
+    hold = spares_module.Hold()
+    with spares_module.holding(hold):
+        assert data_of(spared.run_sync("open('kept.txt', 'w').write('x')\nresult = 4")) == 4
+    assert not done.wait(0.5) and released == []  # held: the run directory is still there
+    hold.release()
+    assert done.wait(30)
+    assert released[0] == "wasmexec-spares"
+
+
 def test_a_hold_never_released_lets_the_work_go_after_its_time(
     spared: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,10 +32,11 @@ The same background thread closes used Stores (`close_later`), before it makes a
 Store's close (0.3 ms) is then off the run's path.
 
 A caller that answers someone with the run's result (the MCP server) runs it under a `Hold`: what the
-run orders as it ends (its Store's close, its workspace's removal: `after_answer`, its refill) waits until the caller releases the hold once the
-answer is out, so that work does not take the cores and the GIL from sending it (measured with the server
-over stdio at 5 ms gaps: p50 6.5 → 4.4 ms). A hold never keeps work back longer than `MAX_HOLD_S`,
-released or not; a spare ordered at take (to overlap the run) is never held.
+run orders as it ends (its Store's close, its workspace's removal: `after_answer`, its refill) waits
+until the caller releases the hold once the answer is out, so that work does not take the cores and the
+GIL from sending it (measured with the server over stdio at 5 ms gaps: p50 6.5 → 4.4 ms). A hold never
+keeps work back longer than `MAX_HOLD_S`, released or not; a spare ordered at take (to overlap the run)
+is never held.
 
 One background thread serves the whole process; it holds each pool weakly, so a sandbox dropped
 without `close` takes its spares with it.
@@ -406,8 +407,9 @@ class _Background:
         with self._wake:
             if self._stopped:  # the interpreter is exiting
                 return
+            woken = self._waking_needed(hold)
             self._makes.append(((weakref.ref(spares), key), hold, time.monotonic()))
-            self._start()
+            self._start(woken)
 
     def later(self, close: Callable[[], None], hold: Hold | None = None) -> bool:
         """Queues `close` (a used instance's, a workspace's release); False when the thread has stopped (the
@@ -415,8 +417,9 @@ class _Background:
         with self._wake:
             if self._stopped:
                 return False
+            woken = self._waking_needed(hold)
             self._closes.append((close, hold, time.monotonic()))
-            self._start()
+            self._start(woken)
             return True
 
     def release(self, hold: Hold) -> None:
@@ -424,11 +427,19 @@ class _Background:
             hold.released = True
             self._wake.notify()
 
-    def _start(self) -> None:
+    def _waking_needed(self, hold: Hold | None) -> bool:
+        """Whether queueing an item under `hold` must wake the thread: not when a held item is queued already,
+        since the thread then waits with a deadline no later than this one's, and the release wakes it (a
+        wake-up saved while the answer is being sent)."""
+        held = (held for queue in (self._closes, self._makes) for _, held, _ in queue)
+        return hold is None or not any(other is not None and not other.released for other in held)
+
+    def _start(self, wake: bool = True) -> None:
         if self._thread is None:
             # A guest-stack thread: a spare's warm-up runs on it in place, with no hand-off to another thread.
             self._thread = guest_thread(self._work, name="wasmexec-spares")
-        self._wake.notify()
+        if wake:
+            self._wake.notify()
 
     def _next(self, queue: deque[tuple[_Item, Hold | None, float]], now: float) -> _Item | None:
         """The first item of `queue` not held (stopping holds nothing); None if every one is."""
