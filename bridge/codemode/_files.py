@@ -22,18 +22,24 @@ _MAX_DOC_CHARS = 500
 profile_packages: list[tuple[str, str]] = []
 
 
+# Set once, in the image (every run starts from it): a .pyc in the workspace would be a spurious artifact.
+sys.dont_write_bytecode = True
+
+
 def enter(options: dict[str, Any]) -> None:
     """Moves into the run's working directory and installs the ``skills`` namespace package."""
-    sys.dont_write_bytecode = True  # a .pyc in the workspace would be a spurious artifact
     cwd = options.get("cwd")
     if isinstance(cwd, str):
         os.chdir(cwd)
     paths = options.get("skills")
-    if isinstance(paths, list) and all(isinstance(path, str) for path in paths):
+    # A list comprehension, not `all(<generator>)`: it runs inline, a generator costs a frame per run.
+    if isinstance(paths, list) and not [path for path in paths if not isinstance(path, str)]:
         package = types.ModuleType("skills", "Helpers saved as files: /skills (read-only) and /workspace/skills.")
         package.__path__ = list(paths)
         sys.modules["skills"] = package
-    _profile_packages(options.get("packages"))
+    packages = options.get("packages")
+    if packages is not None:
+        _profile_packages(packages)
 
 
 def _profile_packages(given: Any) -> None:

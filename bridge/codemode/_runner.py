@@ -29,10 +29,15 @@ _DEFAULT_MAX_RESULT_BYTES = 1 << 20
 #: The report's encoders, made once (in the snapshot): `json.dumps` with arguments builds a new one per call.
 _REPORT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _ASCII_REPORT_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"))
+#: A report with a value and nothing else (`_report` puts its keys in this order).
+_PLAIN_REPORT = '{{"ok":true,"diagnostics":[],"data_json":{}}}'
+_encode_string = json.encoder.encode_basestring
 _SCAN_JSON = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by __init__, not in the stubs
 #: The fixed dummy a spare runs before any user code (`prepare`): no output, no clock, no host call.
 _WARM_CODE = "values = [n * 2 for n in range(8)]\nresult = {'sum': sum(values)}"
 _WARM_OPTIONS = '{"max_result_bytes": 4096}'
+#: The same, ending with an expression: the build's warm-up also takes the path of a trailing expression.
+_WARM_EXPRESSION_CODE = "values = [n * 2 for n in range(8)]\n{'sum': sum(values)}"
 
 _HINTS = {
     "SYNTAX_ERROR": "Fix the syntax at the line shown; the code must be a Python 3.14 module.",
@@ -74,12 +79,20 @@ def run_to_json(code: str, options_json: str, *, reseed: bool = True) -> str:
             stream.flush()
         except Exception:
             pass
-    text = _REPORT_ENCODER.encode(report)
+    text = _encode_report(report)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate (result = "\ud800") cannot cross the WIT string: escape all
         text = _ASCII_REPORT_ENCODER.encode(report)
     return text
+
+
+def _encode_report(report: dict[str, Any]) -> str:
+    """The report as JSON text; the usual one (a value, nothing to diagnose) written directly, in a seventh of
+    the instructions `_REPORT_ENCODER` takes, and the same text."""
+    if len(report) == 3 and not report["diagnostics"] and type(report.get("data_json")) is str:
+        return _PLAIN_REPORT.format(_encode_string(report["data_json"]))
+    return _REPORT_ENCODER.encode(report)
 
 
 def _options(options_json: str) -> Any:
@@ -117,6 +130,23 @@ def prepare(*, reseed: bool = True) -> bool:
     except BaseException:
         ok = False
     linecache.cache.pop(FILENAME, None)
+    return ok
+
+
+def warm_image(rounds: int) -> bool:
+    """Build time only, before the snapshot: `prepare`'s dummy and its trailing-expression twin, `rounds`
+    times each, so that what any run sets up on first use (the compiler's, the encoders' and the AST's
+    lazy state, caches, the interpreter's specialised instructions) is in the image instead of being redone
+    by every instance. No user code has run yet. Returns whether every round ran as it should.
+    """
+    ok = True
+    for _ in range(rounds):
+        ok = prepare(reseed=False) and ok
+        try:
+            report = json.loads(run_to_json(_WARM_EXPRESSION_CODE, _WARM_OPTIONS, reseed=False))
+            ok = ok and report.get("data_json") == '{"sum":56}'
+        finally:
+            linecache.cache.pop(FILENAME, None)
     return ok
 
 
@@ -182,6 +212,23 @@ def _fresh_main() -> types.ModuleType:
     return main
 
 
+def _assign_last_value(statement: ast.Expr) -> ast.Assign:
+    """`__codemode_last_value__ = <the statement's expression>`, at the statement's place.
+
+    The two new nodes get their positions here: `ast.fix_missing_locations` would walk the whole tree in
+    Python (200 k instructions for `1 + 1`, more for every node of a longer program).
+    """
+    line, column, end_line, end_column = (
+        statement.lineno, statement.col_offset, statement.end_lineno, statement.end_col_offset
+    )  # fmt: skip
+    target = ast.Name(
+        _LAST_VALUE, ast.Store(), lineno=line, col_offset=column, end_lineno=end_line, end_col_offset=end_column
+    )
+    return ast.Assign(
+        [target], statement.value, None, lineno=line, col_offset=column, end_lineno=end_line, end_col_offset=end_column
+    )
+
+
 class _Run:
     def __init__(self, code: str, options: dict[str, Any], reseed: bool) -> None:
         self.code = code
@@ -223,23 +270,18 @@ class _Run:
 
     def _compile(self) -> Any:
         flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        start = _trailing.last_expression_start(self.code)
-        if start == _trailing.NO_EXPRESSION:
+        if _trailing.ends_with_expression(self.code) is False:
             return compile(self.code, FILENAME, "exec", flags=flags, dont_inherit=True)
         # A trailing expression (or doubt): through the AST, so every line and column stays the code's own (a
         # rewritten source would move the last line's columns, and a traceback's marks with them).
         tree = compile(self.code, FILENAME, "exec", flags=flags | ast.PyCF_ONLY_AST, dont_inherit=True)
         if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = tree.body[-1]
-            tree.body[-1] = ast.copy_location(
-                ast.Assign(targets=[ast.Name(_LAST_VALUE, ast.Store())], value=last.value), last
-            )
-            ast.fix_missing_locations(tree)
+            tree.body[-1] = _assign_last_value(tree.body[-1])
         return compile(tree, FILENAME, "exec", flags=flags, dont_inherit=True)
 
     def _execute(self, code_object: Any, namespace: dict[str, Any]) -> None:
         outcome = eval(code_object, namespace)
-        if inspect.iscoroutine(outcome):
+        if outcome is not None and inspect.iscoroutine(outcome):  # top-level await; else the module's None
             loop = _loop.SandboxEventLoop()
             asyncio.set_event_loop(loop)
             try:

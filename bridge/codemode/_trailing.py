@@ -1,4 +1,4 @@
-"""Finds, from the tokens alone, whether a program ends with an expression statement, and where it starts.
+"""Finds, from the tokens alone, whether a program ends with an expression statement.
 
 A run's value is `result`, else the value of a trailing expression statement. Finding that statement
 through the AST (parse to AST objects, rewrite, compile the AST) costs about twice what compiling the
@@ -6,7 +6,7 @@ source does on wasm (a 25-line program: 8.4 M instructions against 4.5 M). The C
 same from the tokens: the runner compiles the source as it is when it does not end with an expression
 (the usual `result = ...`), and takes the AST path only for a trailing expression (rewriting the source
 instead would move that line's columns, and a traceback's marks with them) and for what the tokens
-leave in doubt (`UNKNOWN`: a line that starts with the soft keyword `match`, a carriage return, code
+leave in doubt (None: a line that starts with the soft keyword `match`, a carriage return, code
 the tokenizer rejects).
 """
 
@@ -17,7 +17,7 @@ import re
 import token
 import warnings
 from collections.abc import Iterator
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 # Statements that start with one of these keywords are compound: their last line is not the statement.
 # `match` is a soft keyword (`match = 1` is an assignment): a line that starts with it is left to the AST.
@@ -46,14 +46,10 @@ _ONE_LINE_STATEMENT = re.compile(
     r"(?:[A-Za-z_][A-Za-z0-9_]*[ \t]*=(?!=)|(?:pass|import|from|del|assert|raise|global|nonlocal)\b)"
 )
 
-#: `last_expression_start`'s answers besides an offset.
-NO_EXPRESSION = -1
-UNKNOWN = None
 
-
-def last_expression_start(code: str) -> int | None:
-    """Where `code`'s trailing top-level expression statement starts (an index into `code`), else
-    `NO_EXPRESSION` when its last top-level statement is something else (or there is none), else `UNKNOWN`.
+def ends_with_expression(code: str) -> bool | None:
+    """Whether `code`'s last top-level statement is an expression statement (False when there is none),
+    None when the tokens cannot tell.
 
     Valid code only is answered for; the compile that follows reports invalid code. The last logical
     line at indentation 0 starts the last statement unless a compound statement owns it; on a line of
@@ -62,35 +58,27 @@ def last_expression_start(code: str) -> int | None:
     tokens), a keyword statement when it starts with one, and an expression statement otherwise.
     """
     if "\r" in code:  # compile reads a lone `\r` as a line end, the tokenizer's readline not
-        return UNKNOWN
+        return None
     if ";" not in code and "\n" not in code.rstrip(" \t\n") and _ONE_LINE_STATEMENT.match(code):
-        return NO_EXPRESSION
+        return False
     # The tokenizer warns (`1if x else y`) and the compile warns once more: ignore its warnings. A filter
     # put in and taken out directly costs 4 k instructions, `catch_warnings` 46 k; the tokenizer's warnings
     # carry no registry, so no cache keeps the filter's decision.
     filters = cast("list[Any]", warnings.filters)  # a list, typed as a Sequence
     filters.insert(0, _IGNORE_ALL)
     try:  # tokens one at a time: a list of a big program's tokens would weigh more than the program
-        start = _scan(_tokenize.TokenizerIter(iter((code,)).__next__, extra_tokens=False))
+        return _scan(_tokenize.TokenizerIter(iter((code,)).__next__, extra_tokens=False))
     except Exception:  # a syntax error: the AST path reports it as before
-        return UNKNOWN
+        return None
     finally:
         filters.remove(_IGNORE_ALL)
-    if start is None:
-        return UNKNOWN
-    if start is False:
-        return NO_EXPRESSION
-    line, column = start  # 1-based line, column in characters
-    return len(code) - len(code.split("\n", line - 1)[-1]) + column
 
 
-def _scan(tokens: Iterator[tuple[Any, ...]]) -> tuple[int, int] | Literal[False] | None:
-    """The (line, column) where the trailing expression statement starts, False if there is none, None
-    when the tokens cannot tell (`last_expression_start`'s rules)."""
+def _scan(tokens: Iterator[tuple[Any, ...]]) -> bool | None:
+    """`ends_with_expression` over the tokens."""
     level = depth = 0
     line_start, statement_start, skip_line, lambda_seen = True, False, False, False
     expression = False  # no statement at all: nothing to return
-    first: tuple[int, int] = (1, 0)
     for each in tokens:
         kind, text = each[0], each[1]  # not `kind, text, *_`: a list per token costs 3 k instructions
         if kind == _INDENT:
@@ -124,7 +112,6 @@ def _scan(tokens: Iterator[tuple[Any, ...]]) -> tuple[int, int] | Literal[False]
             statement_start = lambda_seen = False
             depth = 0
             expression = not (kind == _NAME and text in _STATEMENT_KEYWORDS)
-            first = each[2]
         if kind in _OPENING:
             depth += 1
         elif kind in _CLOSING:
@@ -134,4 +121,4 @@ def _scan(tokens: Iterator[tuple[Any, ...]]) -> tuple[int, int] | Literal[False]
                 expression = False
             elif kind == _NAME and text == "lambda":  # its defaults and `:` are not an assignment's
                 lambda_seen = True
-    return first if expression else False
+    return expression

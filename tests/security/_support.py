@@ -30,9 +30,8 @@ def profile_of(runtime: Any) -> str:
 
 def forge_report(report_text: str) -> str:
     """Guest code that makes the bridge send `report_text` instead of its real report (through the
-    runner's report encoder: agent code can replace it, as it can anything in its own interpreter)."""
-    forged = f"type('Forged', (), {{'encode': staticmethod(lambda report: {report_text!r})}})()"
-    return f"from codemode import _runner\n_runner._REPORT_ENCODER = {forged}\nresult = 1\n"
+    runner's report encoding: agent code can replace it, as it can anything in its own interpreter)."""
+    return f"from codemode import _runner\n_runner._encode_report = lambda report: {report_text!r}\nresult = 1\n"
 
 
 def run(runtime: Runtime, code: str, **limits: Any) -> dict[str, Any]:
