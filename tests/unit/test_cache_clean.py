@@ -119,3 +119,15 @@ def test_clean_of_a_directory_with_nothing_stale_writes_nothing_not_even_a_lock(
     before = sorted(os.listdir(directory))
     assert main(["cache", "clean", "--cache-dir", str(directory)]) == 0  # a shipped read-only dir stays as it is
     assert sorted(os.listdir(directory)) == before and "removed 0 entries" in capsys.readouterr().out
+
+
+def test_a_relative_cache_directory_is_taken_from_where_it_was_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The build runs componentize-py in another working directory: a relative path there named another place
+    # (a fresh build failed with "componentize-py failed (exit 0)").
+    from wasmexec._sandbox.component_builder import component_store
+
+    monkeypatch.chdir(tmp_path)
+    store = component_store(Path("relative/cache"))
+    assert store.directory == tmp_path / "relative" / "cache"

@@ -161,7 +161,8 @@ class CompiledImageCache:
         """
         self.builder = builder
         self.explicit = directory is not None
-        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        # Absolute now: the build runs componentize-py in another working directory (a relative path broke it).
+        self.directory = Path(directory).absolute() if directory is not None else default_cache_dir()
         self.progress: Progress = progress or (lambda message: None)
         #: The sandbox image: "sha256:" over the build's inputs, known without building.
         self.image = "sha256:" + builder.identity
