@@ -278,3 +278,27 @@ def test_a_recompiled_artifact_is_recorded_and_loaded_by_the_next_process(tmp_pa
     assert progress == []  # deserialized, not compiled
     record = json.loads(Path(f"{directory / store.compiled_name(store.image, KEY)}.json").read_text())
     assert record["component_sha256"] == GENUINE_SHA256 and record["engine_key"] == KEY
+
+
+def test_a_compiled_file_with_a_new_mtime_and_the_same_bytes_is_loaded_and_its_record_updated(tmp_path: Path) -> None:
+    # A copied or unpacked cache gets new mtimes: the file is checked by its sha256 once, then by its mtime.
+    store = component_store(tmp_path / "cache")
+    directory = _genuine_build(store)
+    store.load_compiled(ENGINE, KEY)  # compiled and recorded
+    path = directory / store.compiled_name(store.image, KEY)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    progress: list[str] = []
+    again = component_store(directory, progress=progress.append)
+    assert _exports(again.load_compiled(ENGINE, KEY)) == ["genuine"]
+    assert progress == []  # deserialized, not compiled
+    record = json.loads(Path(f"{path}.json").read_text())
+    assert record["mtime_ns"] == 1_000_000_000 and record["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_changed_compiled_file_does_not_get_its_record_updated(tmp_path: Path) -> None:
+    store = component_store(tmp_path / "cache")
+    directory = _genuine_build(store)
+    planted = _plant(directory, store, record={"sha256": "0" * 64, "mtime_ns": 1})
+    assert _exports(store.load_compiled(ENGINE, KEY)) == ["genuine"]  # recompiled
+    record = json.loads(Path(f"{planted}.json").read_text())
+    assert record["sha256"] == hashlib.sha256(planted.read_bytes()).hexdigest()  # the recompiled file's own record
