@@ -70,6 +70,13 @@ class ComponentGuest:
     linker: Any
     memory_floor_bytes: int = 0
     run_options: dict[str, object] = field(default_factory=dict)
+    # The exports' indexes, looked up once in the component (not by name in every instance).
+    _run_export: Any = field(init=False, repr=False)
+    _prepare_export: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._run_export = self.component.get_export_index("run")
+        self._prepare_export = self.component.get_export_index("prepare")
 
     def configure(self, wasi: WasiConfig) -> None:
         pass  # the component needs nothing but what the run gives it
@@ -78,10 +85,10 @@ class ComponentGuest:
         return self.linker.instantiate(store, self.component)
 
     def invoke(self, store: Store, instance: Any, code: str, options_json: str, max_result_bytes: int) -> GuestReport:
-        run = instance.get_func(store, "run")
+        run = instance.get_func(store, self._run_export) if self._run_export is not None else None
         assert run is not None, "the guest component exports no `run`"
         return parse_report(run(store, code, options_json), max_result_bytes)
 
     def warm(self, store: Store, instance: Any) -> bool:
-        prepare = instance.get_func(store, "prepare")
+        prepare = instance.get_func(store, self._prepare_export) if self._prepare_export is not None else None
         return prepare is not None and prepare(store) is True
