@@ -394,6 +394,11 @@ def write_compiled(path: Path, data: bytes, build: _Build, engine_key: str) -> N
         "size": info.st_size,
         "mtime_ns": info.st_mtime_ns,
     }
+    _write_record(path, record)
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    """Writes the record of the compiled artifact at `path` (next to it, ``.json``)."""
     atomic_write(Path(f"{path}.json"), json.dumps(record, indent=2).encode())
 
 
@@ -404,7 +409,7 @@ def _refresh_mtime(path: Path, record: dict[str, Any], info: os.stat_result) -> 
     if info.st_mtime_ns == record.get("mtime_ns") or not os.access(path.parent, os.W_OK):
         return
     try:
-        atomic_write(Path(f"{path}.json"), json.dumps({**record, "mtime_ns": info.st_mtime_ns}, indent=2).encode())
+        _write_record(path, {**record, "mtime_ns": info.st_mtime_ns})
     except OSError:
         pass
 

@@ -431,8 +431,8 @@ class _Background:
         """Whether queueing an item under `hold` must wake the thread: not when a held item is queued already,
         since the thread then waits with a deadline no later than this one's, and the release wakes it (a
         wake-up saved while the answer is being sent)."""
-        held = (held for queue in (self._closes, self._makes) for _, held, _ in queue)
-        return hold is None or not any(other is not None and not other.released for other in held)
+        queued = (other for queue in (self._closes, self._makes) for _, other, _ in queue)
+        return hold is None or not any(other is not None and not other.released for other in queued)
 
     def _start(self, wake: bool = True) -> None:
         if self._thread is None:

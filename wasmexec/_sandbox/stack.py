@@ -75,8 +75,8 @@ def on_guest_stack(work: Callable[[], T]) -> T:
     """
     if getattr(_local, "deep", False) or (threading.current_thread() is _main and main_thread_fits()):
         return work()
-    call = _Call(partial(contextvars.copy_context().run, work))  # in the caller's context, as if run here
-    _GUEST_THREADS.submit(call.run)  # an interrupt while waiting leaves the thread to finish alone
+    call = _Call(work)
+    start_on_guest_stack(call.run)  # an interrupt while waiting leaves the thread to finish alone
     call.done.acquire()
     return call.result()
 

@@ -190,10 +190,10 @@ class RunPythonServer:
             annotations=ToolAnnotations(title="Run Python in a sandbox", open_world_hint=True),
         )
         self.runs = LiveRuns()
-        self.after_answer: Callable[[Callable[[], None]], None] = _now
+        """Every run not yet ended: `close` stops them."""
+        self.when_answered: Callable[[Callable[[], None]], None] = _now
         """Calls what waits for a call's answer to be out once it is: at once (the answer is built);
         the stdio transport makes it wait until the answer is written (`wasmexec._server.stdio`)."""
-        """Every run not yet ended: `close` stops them."""
         self._approvals_dir: weakref.finalize[Any, Any] | None = None
         if self.options.state is not None:
             approvals_root = self.options.state.approvals
@@ -453,7 +453,7 @@ class RunPythonServer:
         try:
             return await self._answer(ctx, run)
         finally:  # what the run ordered as it ended (its Store's close, a spare) waits until the answer is out
-            self.after_answer(run.hold.release)
+            self.when_answered(run.hold.release)
 
     async def _answer(self, ctx: Context, run: ServerRun) -> CallToolResult | InputRequiredResult:
         async with AsyncExitStack() as stack:

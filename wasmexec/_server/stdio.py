@@ -61,13 +61,13 @@ async def serve_stdio(server: RunPythonServer) -> None:
         stdin = cast(Any, lines)  # stdio_server only iterates it
         # Returns when stdin closes: the client is gone.
         async with stdio_server(stdin=stdin, stdout=cast(Any, stdout)) as (read, write):
-            after_answer = server.after_answer
+            when_answered = server.when_answered
             if stdout is not None:  # a run's background work waits until its answer is written
-                server.after_answer = stdout.after_next_flush
+                server.when_answered = stdout.after_next_flush
             try:
                 await lowlevel.run(read, write, lowlevel.create_initialization_options())
             finally:
-                server.after_answer = after_answer
+                server.when_answered = when_answered
 
 
 @contextmanager
